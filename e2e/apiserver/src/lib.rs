@@ -1,0 +1,1 @@
+//! A test-only Kubernetes API server.

@@ -1,0 +1,1 @@
+//! API types of the provider.

@@ -1,0 +1,1 @@
+//! Bootstrap data (cloud-init, Ignition) translated into commands run inside a node container.

@@ -1,0 +1,1 @@
+//! The container runtime seam: networks, node containers, the load balancer.

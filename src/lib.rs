@@ -1,0 +1,14 @@
+//! Cluster API infrastructure provider for Docker: a Rust drop-in for CAPD.
+//!
+//! Module map:
+//! - [`api`]: the `infrastructure.cluster.x-k8s.io` kinds (v1beta1 and v1beta2), conversions, conditions,
+//!   and read-only views of the Cluster API core objects.
+//! - [`docker`]: the container runtime seam (one trait, a bollard implementation, an in-memory fake),
+//!   networks, node containers and the haproxy load balancer.
+//! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
+//! - [`manager`]: process wiring: flags, telemetry, health, metrics, leader election.
+
+pub mod api;
+pub mod bootstrap;
+pub mod docker;
+pub mod manager;

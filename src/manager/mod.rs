@@ -1,0 +1,1 @@
+//! Process wiring of the manager: flags, telemetry, health and metrics endpoints, leader election.
