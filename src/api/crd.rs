@@ -135,6 +135,7 @@ fn merge(versions: Vec<VersionSpec>) -> Result<CustomResourceDefinition, CrdErro
     let mut crd = kube::core::crd::merge_crds(crds, v1beta2::VERSION)
         .map_err(|source| CrdError::Merge { kind, source })?;
     crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
+    crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
     crd.metadata.labels = Some(BTreeMap::from([
         (
             "cluster.x-k8s.io/v1beta1".to_string(),
@@ -181,15 +182,25 @@ pub fn docker_cluster() -> Result<CustomResourceDefinition, CrdError> {
             v1beta2::DockerClusterStatus,
         >(DOCKER_CLUSTER_DOC)
         .defaulted_spec(),
+        VersionSpec::with_status::<
+            v1beta1::DockerCluster,
+            v1beta1::DockerClusterSpec,
+            v1beta1::DockerClusterStatus,
+        >(DOCKER_CLUSTER_DOC)
+        .defaulted_spec(),
     ])
 }
 
 /// The DockerClusterTemplate CRD.
 pub fn docker_cluster_template() -> Result<CustomResourceDefinition, CrdError> {
-    merge(vec![VersionSpec::spec_only::<
-        v1beta2::DockerClusterTemplate,
-        v1beta2::DockerClusterTemplateSpec,
-    >(DOCKER_CLUSTER_TEMPLATE_DOC)])
+    merge(vec![
+        VersionSpec::spec_only::<v1beta2::DockerClusterTemplate, v1beta2::DockerClusterTemplateSpec>(
+            DOCKER_CLUSTER_TEMPLATE_DOC,
+        ),
+        VersionSpec::spec_only::<v1beta1::DockerClusterTemplate, v1beta1::DockerClusterTemplateSpec>(
+            DOCKER_CLUSTER_TEMPLATE_DOC,
+        ),
+    ])
 }
 
 /// The DockerMachine CRD.
@@ -201,16 +212,27 @@ pub fn docker_machine() -> Result<CustomResourceDefinition, CrdError> {
             v1beta2::DockerMachineStatus,
         >(DOCKER_MACHINE_DOC)
         .defaulted_spec(),
+        VersionSpec::with_status::<
+            v1beta1::DockerMachine,
+            v1beta1::DockerMachineSpec,
+            v1beta1::DockerMachineStatus,
+        >(DOCKER_MACHINE_DOC)
+        .defaulted_spec(),
     ])
 }
 
 /// The DockerMachineTemplate CRD.
 pub fn docker_machine_template() -> Result<CustomResourceDefinition, CrdError> {
-    merge(vec![VersionSpec::with_status::<
-        v1beta2::DockerMachineTemplate,
-        v1beta2::DockerMachineTemplateSpec,
-        v1beta2::DockerMachineTemplateStatus,
-    >(DOCKER_MACHINE_TEMPLATE_DOC)])
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DockerMachineTemplate,
+            v1beta2::DockerMachineTemplateSpec,
+            v1beta2::DockerMachineTemplateStatus,
+        >(DOCKER_MACHINE_TEMPLATE_DOC),
+        VersionSpec::spec_only::<v1beta1::DockerMachineTemplate, v1beta1::DockerMachineTemplateSpec>(
+            DOCKER_MACHINE_TEMPLATE_DOC,
+        ),
+    ])
 }
 
 /// Every CRD this provider installs, in a stable order.
@@ -258,10 +280,4 @@ fn integral_numbers(value: &mut Value) {
         Value::Object(map) => map.values_mut().for_each(integral_numbers),
         _ => {}
     }
-}
-
-/// Silences the unused-module warning until the v1beta1 kinds are wired in.
-#[allow(dead_code)]
-fn _v1beta1_marker() -> &'static str {
-    v1beta1::VERSION
 }
