@@ -1,1 +1,58 @@
-//! API types of the provider.
+//! API types of the provider: the `infrastructure.cluster.x-k8s.io` kinds in `v1beta1` and
+//! `v1beta2` (the storage and hub version), their CRDs, conversions between the versions,
+//! the condition vocabulary, and read-only views of the Cluster API core objects we read.
+//!
+//! - [`v1beta2`]: the hub version; controllers work with these types.
+//! - [`v1beta1`]: the deprecated version, served for compatibility and converted to the hub.
+//! - [`conditions`]: `Condition` (metav1 shape), the legacy v1beta1 condition, type and reason
+//!   constants, and [`conditions::set_condition`].
+//! - [`crd`]: builds the merged `CustomResourceDefinition` of every kind (used by `crdgen`).
+
+pub mod conditions;
+pub mod crd;
+pub mod schema;
+pub mod v1beta1;
+pub mod v1beta2;
+
+/// API group of every kind this provider serves.
+pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
+
+/// Category under which `kubectl get cluster-api` lists our kinds.
+pub const CATEGORY: &str = "cluster-api";
+
+/// Finalizer CAPD puts on a DockerCluster (kept identical so objects migrate both ways).
+pub const DOCKER_CLUSTER_FINALIZER: &str = "dockercluster.infrastructure.cluster.x-k8s.io";
+
+/// Finalizer CAPD puts on a DockerMachine.
+pub const DOCKER_MACHINE_FINALIZER: &str = "dockermachine.infrastructure.cluster.x-k8s.io";
+
+/// Finalizer CAPD puts on a DockerMachinePool.
+pub const DOCKER_MACHINE_POOL_FINALIZER: &str = "dockermachinepool.infrastructure.cluster.x-k8s.io";
+
+/// Label on every Cluster API object that names the owning Cluster.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+
+/// Label Cluster API puts on control plane Machines (value is empty).
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+
+/// Label naming the MachinePool a Machine belongs to.
+pub const MACHINE_POOL_NAME_LABEL: &str = "cluster.x-k8s.io/pool-name";
+
+/// Annotation that pauses reconciliation of a single object.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+
+/// Annotation marking infrastructure as managed by something else than this provider:
+/// when present on a DockerCluster, the controller leaves it alone.
+pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
+
+/// Annotation carrying a DockerMachine's load balancer weight ("100" or "0").
+pub const WEIGHT_ANNOTATION: &str = "dockermachine.infrastructure.cluster.x-k8s.io/weight";
+
+/// Annotation in which a down-converted object keeps the hub data its version cannot hold.
+pub const CONVERSION_DATA_ANNOTATION: &str = "cluster.x-k8s.io/conversion-data";
+
+/// Returns true when `value` equals the type's default; used by `skip_serializing_if` to mirror
+/// Go's `omitempty`/`omitzero` on structs and scalars.
+pub(crate) fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}

@@ -1,0 +1,283 @@
+//! The CustomResourceDefinitions of our kinds, built from the Rust types: both versions merged
+//! (v1beta2 stored), Cluster API contract labels, and conversion through our webhook.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, CustomResourceValidation, ServiceReference,
+    WebhookClientConfig, WebhookConversion,
+};
+use kube::CustomResourceExt;
+use schemars::JsonSchema;
+use serde_json::Value;
+
+use super::schema::{root_schema, schema_for};
+use super::{v1beta1, v1beta2};
+
+/// Name of the Service in front of the conversion webhook (kustomize adds the `capd-` prefix).
+pub const WEBHOOK_SERVICE_NAME: &str = "webhook-service";
+/// Namespace of that Service before kustomize rewrites it.
+pub const WEBHOOK_SERVICE_NAMESPACE: &str = "system";
+/// HTTP path of the conversion webhook.
+pub const CONVERSION_PATH: &str = "/convert";
+
+/// Failure to build a CRD from the Rust types.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    /// The generated schema does not fit the CRD schema type.
+    #[error("failed to convert the generated schema of {kind} {version}")]
+    Schema {
+        /// Kind whose schema failed.
+        kind: String,
+        /// Version whose schema failed.
+        version: String,
+        /// Why it failed.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The CRD could not be turned into JSON.
+    #[error("failed to serialize the {name} CRD")]
+    Json {
+        /// Name of the CRD.
+        name: String,
+        /// Why it failed.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The CRD could not be rendered as YAML.
+    #[error("failed to render the {name} CRD as YAML")]
+    Yaml {
+        /// Name of the CRD.
+        name: String,
+        /// Why it failed.
+        #[source]
+        source: serde_saphyr::SerializeError,
+    },
+    /// Versions of a kind disagree on group, kind or scope.
+    #[error("failed to merge the versions of {kind}")]
+    Merge {
+        /// Kind whose versions failed to merge.
+        kind: String,
+        /// Why it failed.
+        #[source]
+        source: kube::core::crd::MergeError,
+    },
+}
+
+/// How an object of one kind looks in one version.
+struct VersionSpec {
+    crd: CustomResourceDefinition,
+    description: &'static str,
+    spec: Value,
+    status: Option<Value>,
+}
+
+impl VersionSpec {
+    /// A kind with a spec and a status subresource.
+    fn with_status<K: CustomResourceExt, S: JsonSchema, T: JsonSchema>(
+        description: &'static str,
+    ) -> Self {
+        Self {
+            crd: K::crd(),
+            description,
+            spec: schema_for::<S>(),
+            status: Some(schema_for::<T>()),
+        }
+    }
+
+    /// A kind with only a spec.
+    fn spec_only<K: CustomResourceExt, S: JsonSchema>(description: &'static str) -> Self {
+        Self {
+            crd: K::crd(),
+            description,
+            spec: schema_for::<S>(),
+            status: None,
+        }
+    }
+
+    /// Makes the API server fill in `spec: {}` when a client leaves it out, so every stored
+    /// object decodes into the typed structs (only for kinds whose spec has no required field).
+    fn defaulted_spec(mut self) -> Self {
+        if let Value::Object(spec) = &mut self.spec {
+            spec.insert("default".into(), Value::Object(Default::default()));
+        }
+        self
+    }
+
+    fn into_crd(self) -> Result<CustomResourceDefinition, CrdError> {
+        let mut crd = self.crd;
+        let kind = crd.spec.names.kind.clone();
+        let root = root_schema(self.description, self.spec, self.status);
+        for version in &mut crd.spec.versions {
+            let schema =
+                serde_json::from_value(root.clone()).map_err(|source| CrdError::Schema {
+                    kind: kind.clone(),
+                    version: version.name.clone(),
+                    source,
+                })?;
+            version.schema = Some(CustomResourceValidation {
+                open_api_v3_schema: Some(schema),
+            });
+        }
+        Ok(crd)
+    }
+}
+
+fn merge(versions: Vec<VersionSpec>) -> Result<CustomResourceDefinition, CrdError> {
+    let crds = versions
+        .into_iter()
+        .map(VersionSpec::into_crd)
+        .collect::<Result<Vec<_>, _>>()?;
+    let kind = crds
+        .first()
+        .map(|c| c.spec.names.kind.clone())
+        .unwrap_or_default();
+    let mut crd = kube::core::crd::merge_crds(crds, v1beta2::VERSION)
+        .map_err(|source| CrdError::Merge { kind, source })?;
+    crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
+    crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
+    crd.metadata.labels = Some(BTreeMap::from([
+        (
+            "cluster.x-k8s.io/v1beta1".to_string(),
+            "v1beta1".to_string(),
+        ),
+        (
+            "cluster.x-k8s.io/v1beta2".to_string(),
+            "v1beta2".to_string(),
+        ),
+    ]));
+    crd.spec.conversion = Some(CustomResourceConversion {
+        strategy: "Webhook".into(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(WebhookClientConfig {
+                service: Some(ServiceReference {
+                    name: WEBHOOK_SERVICE_NAME.into(),
+                    namespace: WEBHOOK_SERVICE_NAMESPACE.into(),
+                    path: Some(CONVERSION_PATH.into()),
+                    port: None,
+                }),
+                ..Default::default()
+            }),
+            conversion_review_versions: vec!["v1".into()],
+        }),
+    });
+    Ok(crd)
+}
+
+const DOCKER_CLUSTER_DOC: &str = "DockerCluster is the infrastructure of one Cluster API workload cluster on Docker: \
+     the network its nodes join and the haproxy load balancer in front of its control plane.";
+const DOCKER_CLUSTER_TEMPLATE_DOC: &str =
+    "DockerClusterTemplate describes DockerClusters to create, for ClusterClass-based clusters.";
+const DOCKER_MACHINE_DOC: &str = "DockerMachine is the infrastructure of one Cluster API Machine on Docker: a container \
+     running a Kubernetes node image.";
+const DOCKER_MACHINE_TEMPLATE_DOC: &str = "DockerMachineTemplate describes DockerMachines to create, for control planes and \
+     machine deployments.";
+
+/// The DockerCluster CRD.
+pub fn docker_cluster() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DockerCluster,
+            v1beta2::DockerClusterSpec,
+            v1beta2::DockerClusterStatus,
+        >(DOCKER_CLUSTER_DOC)
+        .defaulted_spec(),
+        VersionSpec::with_status::<
+            v1beta1::DockerCluster,
+            v1beta1::DockerClusterSpec,
+            v1beta1::DockerClusterStatus,
+        >(DOCKER_CLUSTER_DOC)
+        .defaulted_spec(),
+    ])
+}
+
+/// The DockerClusterTemplate CRD.
+pub fn docker_cluster_template() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::spec_only::<v1beta2::DockerClusterTemplate, v1beta2::DockerClusterTemplateSpec>(
+            DOCKER_CLUSTER_TEMPLATE_DOC,
+        ),
+        VersionSpec::spec_only::<v1beta1::DockerClusterTemplate, v1beta1::DockerClusterTemplateSpec>(
+            DOCKER_CLUSTER_TEMPLATE_DOC,
+        ),
+    ])
+}
+
+/// The DockerMachine CRD.
+pub fn docker_machine() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DockerMachine,
+            v1beta2::DockerMachineSpec,
+            v1beta2::DockerMachineStatus,
+        >(DOCKER_MACHINE_DOC)
+        .defaulted_spec(),
+        VersionSpec::with_status::<
+            v1beta1::DockerMachine,
+            v1beta1::DockerMachineSpec,
+            v1beta1::DockerMachineStatus,
+        >(DOCKER_MACHINE_DOC)
+        .defaulted_spec(),
+    ])
+}
+
+/// The DockerMachineTemplate CRD.
+pub fn docker_machine_template() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DockerMachineTemplate,
+            v1beta2::DockerMachineTemplateSpec,
+            v1beta2::DockerMachineTemplateStatus,
+        >(DOCKER_MACHINE_TEMPLATE_DOC),
+        VersionSpec::spec_only::<v1beta1::DockerMachineTemplate, v1beta1::DockerMachineTemplateSpec>(
+            DOCKER_MACHINE_TEMPLATE_DOC,
+        ),
+    ])
+}
+
+/// Every CRD this provider installs, in a stable order.
+pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
+    Ok(vec![
+        docker_cluster()?,
+        docker_cluster_template()?,
+        docker_machine()?,
+        docker_machine_template()?,
+    ])
+}
+
+/// File name under `config/crd/bases/` for a CRD, as controller-gen names it.
+pub fn file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
+}
+
+/// Renders a CRD as the YAML document committed under `config/crd/bases/`.
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, CrdError> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    let mut value = serde_json::to_value(crd).map_err(|source| CrdError::Json {
+        name: name.clone(),
+        source,
+    })?;
+    integral_numbers(&mut value);
+    let body = serde_saphyr::to_string(&value).map_err(|source| CrdError::Yaml { name, source })?;
+    Ok(format!("---\n{body}"))
+}
+
+/// Writes whole-number floats (the CRD types hold bounds as `f64`) as integers, so the YAML
+/// says `maximum: 65535` like controller-gen's output.
+fn integral_numbers(value: &mut Value) {
+    match value {
+        Value::Number(number) => {
+            if let Some(float) = number.as_f64()
+                && !number.is_i64()
+                && !number.is_u64()
+                && float.fract() == 0.0
+                && float.abs() < 9.0e15
+            {
+                *value = Value::from(float as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers),
+        Value::Object(map) => map.values_mut().for_each(integral_numbers),
+        _ => {}
+    }
+}

@@ -1,0 +1,173 @@
+//! DockerMachine and DockerMachineTemplate (v1beta2, the hub and storage version).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{DeprecatedStatus, MachineAddress, Mount, TemplateObjectMeta};
+use crate::api::conditions::Condition;
+use crate::api::is_default;
+
+/// Desired state of a DockerMachine: one Kubernetes node run as a container.
+// Several `printcolumn(type_ = ...)` entries trip clippy's duplicated-attribute check.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "DockerMachine",
+    plural = "dockermachines",
+    namespaced,
+    status = "DockerMachineStatus",
+    category = "cluster-api",
+    schema = "disabled",
+    derive = "PartialEq",
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",
+        description = "Cluster this object belongs to"
+    ),
+    printcolumn(
+        name = "Machine",
+        type_ = "string",
+        json_path = ".metadata.ownerReferences[?(@.kind==\"Machine\")].name",
+        description = "Machine that owns this DockerMachine"
+    ),
+    printcolumn(
+        name = "ProviderID",
+        type_ = "string",
+        json_path = ".spec.providerID",
+        description = "Provider ID of the node"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.initialization.provisioned",
+        description = "Whether the machine's infrastructure is provisioned"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time since the DockerMachine was created"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachineSpec {
+    /// Identifier of the node, `docker:////<container name>`; set by the controller and
+    /// matched against the Node's `spec.providerID`.
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[schemars(length(min = 1, max = 512))]
+    pub provider_id: String,
+    /// Node image to run instead of the `kindest/node` image matching the Machine's
+    /// Kubernetes version.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub custom_image: String,
+    /// Images to copy from the Docker host into the node's containerd before bootstrap, so
+    /// the node does not need to pull them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_load_images: Vec<String>,
+    /// Host directories to bind-mount into the node container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_mounts: Vec<Mount>,
+    /// Deprecated: kept for compatibility. Records that the bootstrap commands already ran on
+    /// this node.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub bootstrapped: bool,
+    /// How long to wait for bootstrap to finish before giving up, as a Go duration (for
+    /// example `5m`). Defaults to five minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_timeout: Option<String>,
+}
+
+/// Observed state of a DockerMachine.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachineStatus {
+    /// Current observations of the DockerMachine: `Ready`, `ContainerProvisioned`,
+    /// `BootstrapCompleted`, `Paused` and the steps in between.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// Progress of the initial provisioning, as the Cluster API contract defines it.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub initialization: DockerMachineInitializationStatus,
+    /// Deprecated: whether the load balancer configuration was updated for this node.
+    #[serde(default)]
+    pub load_balancer_configured: bool,
+    /// Addresses of the node: its host name, then an internal and an external address per IP.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<MachineAddress>,
+    /// Fields kept for v1beta1 clients; removed together with the v1beta1 API.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub deprecated: DeprecatedStatus,
+}
+
+/// Initial-provisioning progress of a DockerMachine (Cluster API contract fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("minProperties" = 1))]
+pub struct DockerMachineInitializationStatus {
+    /// True once the node container runs and bootstrap finished. Cluster API then expects
+    /// `spec.providerID` and `status.addresses` to be set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned: Option<bool>,
+}
+
+/// Desired state of a DockerMachineTemplate.
+// Several `printcolumn(type_ = ...)` entries trip clippy's duplicated-attribute check.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "DockerMachineTemplate",
+    plural = "dockermachinetemplates",
+    namespaced,
+    status = "DockerMachineTemplateStatus",
+    category = "cluster-api",
+    schema = "disabled",
+    derive = "PartialEq",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time since the DockerMachineTemplate was created"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachineTemplateSpec {
+    /// The DockerMachine to create from this template.
+    pub template: DockerMachineTemplateResource,
+}
+
+/// Contents of a DockerMachineTemplate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachineTemplateResource {
+    /// Labels and annotations given to DockerMachines created from the template.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub metadata: TemplateObjectMeta,
+    /// Spec of DockerMachines created from the template.
+    pub spec: DockerMachineSpec,
+}
+
+/// Observed state of a DockerMachineTemplate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachineTemplateStatus {
+    /// Resources (`cpu`, `memory`) one machine of this template provides, so the cluster
+    /// autoscaler can scale a node group up from zero.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::api::schema::quantity_map")]
+    pub capacity: BTreeMap<String, Quantity>,
+}

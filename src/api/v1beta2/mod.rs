@@ -1,0 +1,12 @@
+//! The v1beta2 API: hub and storage version of every kind.
+
+mod common;
+mod dockercluster;
+mod dockermachine;
+
+pub use common::*;
+pub use dockercluster::*;
+pub use dockermachine::*;
+
+/// The version string of this module's kinds.
+pub const VERSION: &str = "v1beta2";
