@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the manager image on a machine without any container registry:
+#   1. compiles the manager on the host as a static binary (glibc with crt-static, release profile),
+#   2. checks that it really is static,
+#   3. builds the Dockerfile's `prebuilt` stage on RUNTIME_IMAGE (default `scratch`: nothing to pull).
+# Usage: hack/image-build.sh [IMAGE]          (default: capd-rs-manager:dev, the image config/default uses)
+# Environment: RUNTIME_IMAGE   base of the image; any image present locally, e.g. an imported distroless
+#                              static image (default: scratch)
+# Load the result into a kind management cluster with `kind load docker-image IMAGE --name CLUSTER`.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+image=${1:-capd-rs-manager:dev}
+runtime_image=${RUNTIME_IMAGE:-scratch}
+target=x86_64-unknown-linux-gnu
+binary="target/$target/release/manager"
+
+for tool in cargo docker; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "error: $tool is required to build the manager image" >&2
+    exit 1
+  fi
+done
+
+cd "$root"
+echo "--- building $binary (static, release)"
+RUSTFLAGS='-C target-feature=+crt-static' \
+  cargo build --release --locked --target "$target" --bin manager
+
+# A dynamically linked binary would fail at start on an image without a C library.
+if command -v file >/dev/null 2>&1; then
+  linkage=$(file -b "$binary")
+  if [[ $linkage != *"statically linked"* && $linkage != *"static-pie linked"* ]]; then
+    echo "error: $binary is not statically linked: $linkage" >&2
+    exit 1
+  fi
+else
+  linkage=$(ldd "$binary" 2>&1 || true)
+  if [[ $linkage != *"statically linked"* && $linkage != *"not a dynamic executable"* ]]; then
+    echo "error: $binary is dynamically linked: $linkage" >&2
+    exit 1
+  fi
+fi
+
+echo "--- building image $image on $runtime_image"
+docker build --target prebuilt \
+  --build-arg "RUNTIME_IMAGE=$runtime_image" \
+  --build-arg "TARGET=$target" \
+  -t "$image" .
+
+size=$(docker image inspect --format '{{.Size}}' "$image")
+echo "built $image: $((size / 1024)) KiB"
