@@ -9,6 +9,7 @@
 //! - [`crd`]: builds the merged `CustomResourceDefinition` of every kind (used by `crdgen`).
 
 pub mod conditions;
+pub mod conversion;
 pub mod crd;
 pub mod schema;
 pub mod v1beta1;
