@@ -8,6 +8,7 @@
 //!   constants, and [`conditions::set_condition`].
 //! - [`crd`]: builds the merged `CustomResourceDefinition` of every kind (used by `crdgen`).
 
+pub mod capi;
 pub mod conditions;
 pub mod conversion;
 pub mod crd;
