@@ -8,6 +8,7 @@
 
 pub mod engine;
 pub mod fake;
+pub mod network;
 pub mod runtime;
 pub mod types;
 

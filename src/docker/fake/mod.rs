@@ -35,11 +35,21 @@ struct State {
     pullable: BTreeSet<String>,
     host: HostInfo,
     ipv6_unavailable: bool,
+    duplicate_networks: bool,
     files: BTreeMap<(String, String), Vec<u8>>,
     logs: BTreeMap<String, String>,
     exec_handlers: Vec<ExecHandler>,
     next_id: u64,
     next_port: u16,
+}
+
+impl State {
+    /// A network by id, else by name.
+    fn find_network(&self, name_or_id: &str) -> Option<&NetworkInfo> {
+        self.networks
+            .get(name_or_id)
+            .or_else(|| self.networks.values().find(|n| n.name == name_or_id))
+    }
 }
 
 /// An in-memory container runtime for tests. Clones share the same state.
@@ -101,6 +111,13 @@ impl FakeRuntime {
         self
     }
 
+    /// Lets `create_network` accept a name already in use, as engines before API 1.44 do when the
+    /// client does not ask for a duplicate check.
+    pub fn allow_duplicate_networks(&self) -> &Self {
+        self.lock().duplicate_networks = true;
+        self
+    }
+
     /// Makes the next call of `op` fail with `error` (errors queue up per operation).
     pub fn fail_next(&self, op: Op, error: RuntimeError) -> &Self {
         self.lock().failures.entry(op).or_default().push_back(error);
@@ -151,9 +168,9 @@ impl FakeRuntime {
         self
     }
 
-    /// Adds a network as if someone else had created it.
+    /// Adds a network as if someone else had created it (keyed by its id).
     pub fn add_network(&self, network: NetworkInfo) -> &Self {
-        self.lock().networks.insert(network.name.clone(), network);
+        self.lock().networks.insert(network.id.clone(), network);
         self
     }
 
@@ -267,13 +284,13 @@ impl ContainerRuntime for FakeRuntime {
 
     async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>, RuntimeError> {
         let state = self.enter(Op::InspectNetwork, Call::InspectNetwork(name.to_string()))?;
-        let Some(mut network) = state.networks.get(name).cloned() else {
+        let Some(mut network) = state.find_network(name).cloned() else {
             return Ok(None);
         };
         network.containers = state
             .containers
             .values()
-            .filter(|c| c.networks.contains_key(name))
+            .filter(|c| c.networks.contains_key(&network.name))
             .map(|c| c.id.clone())
             .collect();
         Ok(Some(network))
@@ -292,7 +309,7 @@ impl ContainerRuntime for FakeRuntime {
     async fn create_network(&self, spec: &NetworkSpec) -> Result<String, RuntimeError> {
         let mut state = self.enter(Op::CreateNetwork, Call::CreateNetwork(spec.clone()))?;
         let action = format!("create network {}", spec.name);
-        if state.networks.contains_key(&spec.name) {
+        if !state.duplicate_networks && state.find_network(&spec.name).is_some() {
             let message = format!("network with name {} already exists", spec.name);
             return Err(RuntimeError::from_status(action, 409, message));
         }
@@ -333,16 +350,19 @@ impl ContainerRuntime for FakeRuntime {
             subnets,
             containers: Vec::new(),
         };
-        state.networks.insert(spec.name.clone(), info);
+        state.networks.insert(id.clone(), info);
         Ok(id)
     }
 
     async fn remove_network(&self, name: &str) -> Result<(), RuntimeError> {
         let mut state = self.enter(Op::RemoveNetwork, Call::RemoveNetwork(name.to_string()))?;
+        let Some(network) = state.find_network(name).cloned() else {
+            return Ok(());
+        };
         if state
             .containers
             .values()
-            .any(|c| c.networks.contains_key(name))
+            .any(|c| c.networks.contains_key(&network.name))
         {
             let message =
                 format!("error while removing network: network {name} has active endpoints");
@@ -352,7 +372,7 @@ impl ContainerRuntime for FakeRuntime {
                 message,
             ));
         }
-        state.networks.remove(name);
+        state.networks.remove(&network.id);
         Ok(())
     }
 
@@ -408,7 +428,7 @@ impl ContainerRuntime for FakeRuntime {
             );
             return Err(RuntimeError::from_status(action, 409, message));
         }
-        let Some(network) = state.networks.get(&spec.network).cloned() else {
+        let Some(network) = state.find_network(&spec.network).cloned() else {
             return Err(RuntimeError::from_status(
                 action,
                 404,
