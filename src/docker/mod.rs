@@ -8,7 +8,9 @@
 
 pub mod engine;
 pub mod fake;
+pub mod kind;
 pub mod network;
+pub mod node;
 pub mod runtime;
 pub mod types;
 
