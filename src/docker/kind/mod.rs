@@ -136,8 +136,15 @@ fn parse_version(text: &str) -> Option<Version> {
 }
 
 /// The pre-built images known to this provider, newest kind release first.
-pub fn prebuilt_images() -> &'static [Prebuilt] {
-    table::PREBUILT
+pub fn prebuilt_images() -> impl Iterator<Item = Prebuilt> {
+    table::RELEASES.iter().flat_map(|(kind, mode, images)| {
+        images.iter().map(move |(version, digest)| Prebuilt {
+            kind,
+            version,
+            mode: *mode,
+            digest,
+        })
+    })
 }
 
 /// The fallback image for a version: `kindest/node:v<version>` with `+` replaced by `_`
@@ -164,7 +171,7 @@ pub fn mapping(version: &str, custom_image: Option<&str>) -> Result<Mapping, Kin
     })?;
     let custom_image = custom_image.map(str::trim).filter(|i| !i.is_empty());
     if let Some(custom) = custom_image
-        && let Some(entry) = table::PREBUILT.iter().find(|e| e.image() == custom)
+        && let Some(entry) = prebuilt_images().find(|e| e.image() == custom)
     {
         return Ok(Mapping {
             kubernetes_version: entry.version.to_string(),
@@ -178,7 +185,7 @@ pub fn mapping(version: &str, custom_image: Option<&str>) -> Result<Mapping, Kin
         mode: KindMode::LATEST,
         image: custom_image.map_or_else(|| fallback_image(version), str::to_string),
     };
-    for entry in table::PREBUILT {
+    for entry in prebuilt_images() {
         let Some(known) = parse_version(entry.version) else {
             continue;
         };
