@@ -3,4 +3,8 @@
 pub mod args;
 pub mod duration;
 pub mod feature_gates;
+pub mod health;
+pub mod leader;
 pub mod listen;
+pub mod metrics;
+pub mod telemetry;
