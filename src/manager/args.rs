@@ -65,6 +65,8 @@ pub enum TlsMinVersion {
 #[command(
     name = "manager",
     version,
+    // Go flags: a repeated flag overrides the earlier value (manifests patched by kustomize).
+    args_override_self = true,
     about = "Cluster API infrastructure provider for Docker (capd-rs controller manager)",
     long_about = "Cluster API infrastructure provider for Docker (capd-rs controller manager).\n\n\
                   Reconciles DockerCluster, DockerMachine and DockerMachineTemplate objects \
@@ -194,8 +196,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE", default_value = "tls.key", value_parser = parse_non_empty)]
     pub webhook_key_name: String,
 
-    /// Number for the log level verbosity: 0-2 info, 3-4 debug, 5 and more trace (6 and more
-    /// also turns on debug logs of the libraries). RUST_LOG, when set, overrides it.
+    /// Number for the log level verbosity: our logs are info at 0-2, debug at 3-4 and trace from
+    /// 5; library logs rise from warn to info at 5 and debug at 6. RUST_LOG, when set, overrides
+    /// it.
     #[arg(short = 'v', long = "v", value_name = "LEVEL", default_value_t = 2)]
     pub v: u8,
 

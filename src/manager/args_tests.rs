@@ -224,6 +224,11 @@ fn unsupported_tls_versions_and_formats_list_the_choices() {
 }
 
 #[test]
+fn a_repeated_flag_keeps_the_last_value_like_go() {
+    assert_eq!(parse(&["--namespace=a", "--namespace=b"]).namespace, "b");
+}
+
+#[test]
 fn unknown_flags_are_rejected() {
     assert_eq!(
         rejection(&["--leader-election"]).kind(),

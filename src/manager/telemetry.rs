@@ -22,15 +22,21 @@ pub enum TelemetryError {
 ///
 /// Our own crates (`capd` and the `manager` binary) log at info up to `-v=2` (the default),
 /// debug at 3-4 and trace from 5; libraries stay at warn, then info from 5 and debug from 6.
+///
+/// kube's HTTP trace layer logs every failed request at error level; the caller logs the same
+/// failure with more context, so that layer stays quiet below 6.
 pub fn filter_directives(verbosity: u8) -> String {
     let (ours, libraries) = match verbosity {
         0..=2 => ("info", "warn"),
         3..=4 => ("debug", "warn"),
         5 => ("trace", "info"),
-        _ => ("trace", "debug"),
+        _ => return "debug,capd=trace,manager=trace".to_owned(),
     };
-    format!("{libraries},capd={ours},manager={ours}")
+    format!("{libraries},capd={ours},manager={ours},{KUBE_HTTP_TRACE}=off")
 }
+
+/// Target of kube's per-request trace layer.
+const KUBE_HTTP_TRACE: &str = "kube_client::client::builder";
 
 /// Installs the global subscriber. `RUST_LOG`, when set and not empty, replaces the
 /// verbosity-derived filter.
@@ -82,14 +88,17 @@ mod tests {
 
     #[test]
     fn default_verbosity_shows_our_info_logs_and_library_warnings() {
-        assert_eq!(filter_directives(2), "warn,capd=info,manager=info");
+        assert_eq!(
+            filter_directives(2),
+            "warn,capd=info,manager=info,kube_client::client::builder=off"
+        );
         assert_eq!(filter_directives(0), filter_directives(2));
     }
 
     #[test]
     fn higher_verbosity_turns_on_debug_then_trace() {
-        assert_eq!(filter_directives(4), "warn,capd=debug,manager=debug");
-        assert_eq!(filter_directives(5), "info,capd=trace,manager=trace");
+        assert!(filter_directives(4).starts_with("warn,capd=debug,manager=debug,"));
+        assert!(filter_directives(5).starts_with("info,capd=trace,manager=trace,"));
         assert_eq!(filter_directives(10), "debug,capd=trace,manager=trace");
     }
 
