@@ -17,7 +17,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use manager_support::{
-    ALLOWED_TOKEN, DENIED_TOKEN, FakeApi, eventually, free_port, http_get, https_get,
+    ALLOWED_TOKEN, DENIED_TOKEN, FakeApi, REVOKED_TOKEN, eventually, free_port, http_get, https_get,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -62,8 +62,13 @@ struct Running {
 }
 
 fn start(api: &FakeApi, extra: &[&str], wiring: Wiring) -> Running {
+    start_as(api, "manager-token", extra, wiring)
+}
+
+/// Starts the manager authenticating with `token`.
+fn start_as(api: &FakeApi, token: &str, extra: &[&str], wiring: Wiring) -> Running {
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.kubeconfig(dir.path());
+    let kubeconfig = api.kubeconfig_with_token(dir.path(), token);
     let (health_port, metrics_port) = (free_port(), free_port());
     let mut argv = vec![
         "manager".to_owned(),
@@ -271,6 +276,73 @@ async fn losing_the_lease_stops_the_controllers_and_fails() {
         holder(&api).as_deref(),
         Some("thief_1"),
         "a lost Lease is not released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_cannot_renew_within_the_deadline_stops_and_fails() {
+    let api = FakeApi::start(true).await;
+    let probe = Arc::new(Probe::default());
+    let manager = start(
+        &api,
+        &["--leader-elect", "--insecure-diagnostics"],
+        probe_wiring(probe.clone()),
+    );
+    eventually(SOON, "the controller to start", || async {
+        (probe.starts.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+
+    api.state.lock().unwrap().lease_api_down = true;
+    let went_down = std::time::Instant::now();
+    let error = tokio::time::timeout(SOON, manager.task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        manager::error_chain(&error),
+        "leader election lost: could not renew the Lease within 1s"
+    );
+    // The renew deadline is 1s: no sooner, and not much later (one retry period of slack).
+    let waited = went_down.elapsed();
+    assert!(
+        waited >= Duration::from_millis(800),
+        "gave up after {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(3), "gave up after {waited:?}");
+    assert_eq!(
+        probe.stops.load(Ordering::SeqCst),
+        1,
+        "controllers stopped before exiting"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_credentials_stop_start_up_instead_of_waiting_forever() {
+    let api = FakeApi::start(true).await;
+    let manager = start_as(
+        &api,
+        REVOKED_TOKEN,
+        &["--insecure-diagnostics"],
+        Wiring::without_controllers(),
+    );
+    let error = tokio::time::timeout(SOON, manager.task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    let message = manager::error_chain(&error);
+    assert!(
+        message.starts_with(&format!(
+            "the Kubernetes API server at {}/ rejected the manager's credentials",
+            api.url
+        )),
+        "{message}"
+    );
+    assert!(
+        !message.contains(REVOKED_TOKEN),
+        "the token is not in the message: {message}"
     );
 }
 

@@ -71,6 +71,15 @@ pub enum ApiServerError {
         #[source]
         source: kube::Error,
     },
+    /// The API server rejected our credentials (HTTP 401).
+    #[error("the Kubernetes API server at {url} rejected the manager's credentials")]
+    Unauthorized {
+        /// The API server URL.
+        url: String,
+        /// The API server's answer.
+        #[source]
+        source: kube::Error,
+    },
     /// The API server did not answer `/version` in time.
     #[error("cannot reach the Kubernetes API server at {url}: no answer within {seconds}s")]
     Timeout {
@@ -144,14 +153,20 @@ pub enum CrdWait {
 }
 
 /// Polls discovery until `infrastructure.cluster.x-k8s.io/v1beta2` lists every required
-/// resource, logging what it waits for when that changes and every 30 seconds.
-pub async fn wait_for_crds(client: &Client, shutdown: &CancellationToken) -> CrdWait {
+/// resource, logging what it waits for when that changes and every 30 seconds. Failures are
+/// logged and retried, except rejected credentials (`/version` needs none, so they first show
+/// here), which no amount of waiting fixes.
+pub async fn wait_for_crds(
+    client: &Client,
+    url: &str,
+    shutdown: &CancellationToken,
+) -> Result<CrdWait, ApiServerError> {
     let mut last_report: Option<(String, tokio::time::Instant)> = None;
     loop {
-        let waiting_for = match client
+        let discovered = client
             .list_api_group_resources(INFRASTRUCTURE_GROUP_VERSION)
-            .await
-        {
+            .await;
+        let waiting_for = match discovered {
             Ok(list) => {
                 let missing = missing_resources(&list);
                 if missing.is_empty() {
@@ -159,12 +174,18 @@ pub async fn wait_for_crds(client: &Client, shutdown: &CancellationToken) -> Crd
                         group_version = INFRASTRUCTURE_GROUP_VERSION,
                         "CRDs are served"
                     );
-                    return CrdWait::Served;
+                    return Ok(CrdWait::Served);
                 }
                 format!("resources {} not served yet", missing.join(", "))
             }
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 "API group version not served yet (CRDs not installed)".to_owned()
+            }
+            Err(kube::Error::Api(status)) if status.code == 401 => {
+                return Err(ApiServerError::Unauthorized {
+                    url: url.to_owned(),
+                    source: kube::Error::Api(status),
+                });
             }
             Err(error) => format!(
                 "discovery failed: {}",
@@ -184,7 +205,7 @@ pub async fn wait_for_crds(client: &Client, shutdown: &CancellationToken) -> Crd
             last_report = Some((waiting_for, tokio::time::Instant::now()));
         }
         tokio::select! {
-            () = shutdown.cancelled() => return CrdWait::Cancelled,
+            () = shutdown.cancelled() => return Ok(CrdWait::Cancelled),
             () = tokio::time::sleep(CRD_POLL_INTERVAL) => {}
         }
     }

@@ -229,9 +229,16 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         });
     }
 
-    if apiserver::wait_for_crds(&client, &shutdown).await == CrdWait::Cancelled {
-        stop(servers, &stop_servers).await;
-        return Ok(());
+    match apiserver::wait_for_crds(&client, &url, &shutdown).await {
+        Ok(CrdWait::Served) => {}
+        Ok(CrdWait::Cancelled) => {
+            stop(servers, &stop_servers).await;
+            return Ok(());
+        }
+        Err(error) => {
+            stop(servers, &stop_servers).await;
+            return Err(error.into());
+        }
     }
     readiness.mark_ready(CRDS_CHECK);
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::Router;
 use axum::extract::{Path as UrlPath, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::{Value, json};
@@ -23,6 +23,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub const ALLOWED_TOKEN: &str = "token-of-prometheus";
 /// A token the fake authenticates as `alice`, who may not.
 pub const DENIED_TOKEN: &str = "token-of-alice";
+/// A manager token the fake rejects with 401.
+pub const REVOKED_TOKEN: &str = "revoked-manager-token";
 
 #[derive(Default)]
 pub struct ApiState {
@@ -30,6 +32,8 @@ pub struct ApiState {
     pub leases: BTreeMap<(String, String), Lease>,
     pub next_resource_version: u64,
     pub token_reviews: usize,
+    /// Lease reads and writes answer 500, as an API server in trouble.
+    pub lease_api_down: bool,
 }
 
 /// The fake API server, serving plain HTTP on a loopback port.
@@ -115,11 +119,16 @@ impl FakeApi {
 
     /// Writes a kubeconfig for this server into `dir`.
     pub fn kubeconfig(&self, dir: &Path) -> PathBuf {
+        self.kubeconfig_with_token(dir, "manager-token")
+    }
+
+    /// Writes a kubeconfig for this server, authenticating with `token`, into `dir`.
+    pub fn kubeconfig_with_token(&self, dir: &Path, token: &str) -> PathBuf {
         let path = dir.join("kubeconfig");
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
              contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n\
-             current-context: fake\nusers:\n- name: fake\n  user:\n    token: manager-token\n",
+             current-context: fake\nusers:\n- name: fake\n  user:\n    token: {token}\n",
             self.url
         );
         std::fs::write(&path, text).unwrap();
@@ -134,7 +143,11 @@ async fn version() -> Json<Value> {
     }))
 }
 
-async fn discovery(State(state): Shared) -> Reply {
+async fn discovery(State(state): Shared, headers: HeaderMap) -> Reply {
+    let bearer = headers.get("authorization").and_then(|v| v.to_str().ok());
+    if bearer == Some(&format!("Bearer {REVOKED_TOKEN}")) {
+        return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+    }
     if !state.lock().unwrap().crds_served {
         return status(
             StatusCode::NOT_FOUND,
@@ -156,7 +169,15 @@ async fn discovery(State(state): Shared) -> Reply {
 }
 
 async fn get_lease(State(state): Shared, UrlPath((ns, name)): UrlPath<(String, String)>) -> Reply {
-    match state.lock().unwrap().leases.get(&(ns, name)) {
+    let state = state.lock().unwrap();
+    if state.lease_api_down {
+        return status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "etcd is unavailable",
+        );
+    }
+    match state.leases.get(&(ns, name)) {
         Some(lease) => (StatusCode::OK, Json(lease_json(lease))),
         None => status(StatusCode::NOT_FOUND, "NotFound", "leases not found"),
     }
