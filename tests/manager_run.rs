@@ -510,6 +510,32 @@ async fn a_controller_that_returns_early_stops_the_manager() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_that_panics_stops_the_manager_naming_it() {
+    let api = FakeApi::start(true).await;
+    let wiring = Wiring {
+        engine_check: None,
+        start_controllers: Box::new(|_, stop: CancellationToken| {
+            let healthy = ControllerTask {
+                name: "dockercluster",
+                future: Box::pin(async move { stop.cancelled().await }),
+            };
+            let broken = ControllerTask {
+                name: "dockermachine",
+                future: Box::pin(async { panic!("bug in a reconciler") }),
+            };
+            vec![healthy, broken]
+        }),
+    };
+    let manager = start(&api, &["--insecure-diagnostics"], wiring);
+    let error = tokio::time::timeout(SOON, manager.task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(error.to_string(), "controller dockermachine panicked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_during_the_crd_wait_stops_cleanly() {
     let api = FakeApi::start(false).await;
     let manager = start(

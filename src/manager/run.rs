@@ -95,6 +95,9 @@ pub enum RunError {
     /// A controller's future returned while the manager was running.
     #[error("controller {0} stopped unexpectedly")]
     ControllerExited(&'static str),
+    /// A controller's future panicked.
+    #[error("controller {0} panicked")]
+    ControllerPanicked(&'static str),
     /// An HTTP server stopped while the manager was running.
     #[error("the {server} server stopped")]
     Server {
@@ -260,21 +263,24 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     let stop_controllers = CancellationToken::new();
     let tasks = (wiring.start_controllers)(context, stop_controllers.clone());
     let mut controllers = JoinSet::new();
+    let mut names_by_task = std::collections::HashMap::new();
     let names: Vec<&str> = tasks.iter().map(|t| t.name).collect();
     tracing::info!(controllers = %names.join(","), "Starting controllers");
     for task in tasks {
-        controllers.spawn(async move {
-            task.future.await;
-            task.name
-        });
+        let handle = controllers.spawn(task.future);
+        names_by_task.insert(handle.id(), task.name);
     }
 
     let outcome = tokio::select! {
         () = shutdown.cancelled() => Ok(()),
         held = hold(elector.as_mut(), &shutdown) => held.map_err(RunError::LeaderElectionLost),
-        Some(exited) = controllers.join_next() => Err(RunError::ControllerExited(
-            exited.unwrap_or("(panicked)"),
-        )),
+        Some(exited) = controllers.join_next_with_id() => {
+            let name = |id| names_by_task.get(&id).copied().unwrap_or("(unknown)");
+            Err(match exited {
+                Ok((id, ())) => RunError::ControllerExited(name(id)),
+                Err(join) => RunError::ControllerPanicked(name(join.id())),
+            })
+        }
         Some(finished) = servers.join_next() => Err(server_stopped(finished)),
     };
     match &outcome {
