@@ -18,13 +18,15 @@ use super::leader::{self, LeaderConfigError, LeaderElectionConfig};
 use super::lease::{LeaderElector, LeaseError};
 use super::listen::ListenError;
 use super::metrics::Metrics;
-use super::telemetry::error_chain;
 use super::tls::{self, TlsError};
 
 /// How long controllers get to finish after being told to stop, before they are aborted. Short,
 /// because reconciles do not block on slow work and CAPD's pods have a 10 s grace period that must
 /// also cover releasing the Lease.
 pub const CONTROLLER_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the container engine check may take.
+pub const ENGINE_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long the HTTP servers get to finish their requests at shutdown.
 pub const SERVER_STOP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -187,7 +189,13 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
 
     match wiring.engine_check {
         Some(check) => {
-            let engine = check.await.map_err(RunError::Engine)?;
+            let engine = tokio::time::timeout(ENGINE_CHECK_TIMEOUT, check)
+                .await
+                .unwrap_or_else(|_| {
+                    let seconds = ENGINE_CHECK_TIMEOUT.as_secs();
+                    Err(format!("no answer within {seconds}s").into())
+                })
+                .map_err(RunError::Engine)?;
             tracing::info!(engine = %engine, "Docker engine is reachable");
         }
         None => tracing::warn!("No Docker engine check is wired into this build"),
@@ -283,9 +291,10 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         }
         Some(finished) = servers.join_next() => Err(server_stopped(finished)),
     };
+    // The error itself is reported once, by the caller.
     match &outcome {
         Ok(()) => tracing::info!("Shutdown requested; stopping controllers"),
-        Err(error) => tracing::error!(error = %error_chain(error), "Stopping controllers"),
+        Err(_) => tracing::info!("Stopping controllers after a failure"),
     }
 
     stop_controllers.cancel();
