@@ -4,8 +4,12 @@
 // Test crate: helpers outside #[test] functions fail the test by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod manager_support;
+
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use manager_support::{FakeApi, eventually, free_port, http_get};
 
 const MANAGER: &str = env!("CARGO_BIN_EXE_manager");
 
@@ -242,4 +246,60 @@ fn json_logging_writes_one_json_object_per_line() {
             .starts_with("read kubeconfig "),
         "{last}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_manager_cleanly_and_releases_the_lease() {
+    let api = FakeApi::start(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig_flag = format!("--kubeconfig={}", api.kubeconfig(dir.path()).display());
+    let health_port = free_port();
+    let health_flag = format!("--health-addr=127.0.0.1:{health_port}");
+    let child = tokio::process::Command::new(MANAGER)
+        .args([
+            &kubeconfig_flag,
+            &health_flag,
+            "--diagnostics-address=0",
+            "--leader-elect",
+        ])
+        .env_remove("RUST_LOG")
+        .env("POD_NAMESPACE", "capd-rs-test")
+        .env("POD_NAME", "capd-controller-manager-abc12")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    let lease_holder = || {
+        let lease = api.lease("capd-rs-test", "controller-leader-election-capd")?;
+        lease.spec?.holder_identity
+    };
+    let holder = eventually(Duration::from_secs(20), "the Lease to be taken", || async {
+        lease_holder().filter(|h| !h.is_empty())
+    })
+    .await;
+    assert!(
+        holder.starts_with("capd-controller-manager-abc12_"),
+        "{holder}"
+    );
+    let (code, _) = http_get(health_port, "/readyz").await.unwrap();
+    assert_eq!(code, 200);
+
+    let pid = child.id().unwrap().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let output = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("the manager exits within 10s of SIGTERM")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("Received signal") && stderr.contains("SIGTERM"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Manager stopped"), "{stderr}");
+    assert_eq!(lease_holder().as_deref(), Some(""), "the Lease is released");
 }
