@@ -6,9 +6,11 @@
 //! - [`docker`]: the container runtime seam (one trait, a bollard implementation, an in-memory fake),
 //!   networks, node containers and the haproxy load balancer.
 //! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
+//! - [`controllers`]: the DockerCluster, DockerMachine and DockerMachineTemplate controllers.
 //! - [`manager`]: process wiring: flags, telemetry, health, metrics, leader election.
 
 pub mod api;
 pub mod bootstrap;
+pub mod controllers;
 pub mod docker;
 pub mod manager;

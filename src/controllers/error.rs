@@ -1,0 +1,219 @@
+//! The error type shared by the controllers, with a stable [`Error::category`] for metric labels
+//! and Event reasons.
+
+use kube::runtime::finalizer;
+
+use crate::api::capi::CapiError;
+use crate::docker::RuntimeError;
+use crate::docker::kind::KindError;
+use crate::docker::network::NetworkError;
+use crate::docker::node::NodeError;
+
+/// Why a reconcile failed. Every variant is transient from the controller's point of view: the
+/// object is retried with a per-object backoff. Terminal machine failures are not errors; they are
+/// recorded in conditions.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A call to the management cluster's API server failed.
+    #[error("{action}")]
+    Kube {
+        /// What was being done, e.g. `patch status of DockerCluster ns/name`.
+        action: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A call to the container engine failed.
+    #[error("{action}")]
+    Runtime {
+        /// What was being done.
+        action: String,
+        /// The engine error.
+        #[source]
+        source: RuntimeError,
+    },
+    /// A node container operation failed.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// Ensuring or deleting the Docker network failed.
+    #[error(transparent)]
+    Network(#[from] NetworkError),
+    /// No node image fits the Machine's Kubernetes version.
+    #[error("choose the node image")]
+    NodeImage(#[source] KindError),
+    /// A Cluster API object could not be decoded (its content does not fit the schema we read).
+    #[error("decode {kind} {namespace}/{name}: {detail}")]
+    InvalidObject {
+        /// Kind of the object.
+        kind: &'static str,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The decoder's complaint.
+        detail: String,
+    },
+    /// The Cluster's pod or service CIDR blocks do not give a usable IP family.
+    #[error("read the IP family of Cluster {namespace}/{name}")]
+    ClusterNetwork {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Why.
+        #[source]
+        source: CapiError,
+    },
+    /// The load balancer has no address on the provider network yet.
+    #[error("read the address of load balancer container {container} on network {network}")]
+    LoadBalancerAddress {
+        /// Container name.
+        container: String,
+        /// Network name.
+        network: String,
+    },
+    /// The custom haproxy template ConfigMap lacks the `value` key.
+    #[error("read haproxy template ConfigMap {namespace}/{name}: no key \"value\"")]
+    HaproxyTemplateKey {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// Something must finish before the object can move on (used by cleanup, which must not
+    /// report success before the infrastructure is really gone).
+    #[error("wait for {what}")]
+    NotFinished {
+        /// What is still in progress.
+        what: String,
+    },
+    /// The workload cluster's API server could not be used.
+    #[error("{action} in workload cluster {namespace}/{cluster}")]
+    Workload {
+        /// What was being done.
+        action: String,
+        /// Namespace of the Cluster.
+        namespace: String,
+        /// Cluster name.
+        cluster: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The kube finalizer helper failed (wraps the reconcile error or the finalizer patch error).
+    #[error(transparent)]
+    Finalizer(Box<finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// Builds a [`Error::Kube`] mapper for `map_err`.
+    pub fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let action = action.into();
+        move |source| Self::Kube { action, source }
+    }
+
+    /// Builds a [`Error::Runtime`] mapper for `map_err`.
+    pub fn runtime(action: impl Into<String>) -> impl FnOnce(RuntimeError) -> Self {
+        let action = action.into();
+        move |source| Self::Runtime { action, source }
+    }
+
+    /// A short stable word for metric labels and Event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Kube { source, .. } => kube_category(source),
+            Self::Runtime { source, .. } => source.category(),
+            Self::Node(e) => e.category(),
+            Self::Network(e) => e.category(),
+            Self::NodeImage(e) => e.category(),
+            Self::InvalidObject { .. } => "invalid_object",
+            Self::ClusterNetwork { .. } => "invalid_cluster_network",
+            Self::LoadBalancerAddress { .. } => "load_balancer_address",
+            Self::HaproxyTemplateKey { .. } => "haproxy_template",
+            Self::NotFinished { .. } => "not_finished",
+            Self::Workload { .. } => "workload_cluster",
+            Self::Finalizer(e) => match e.as_ref() {
+                finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
+                    inner.category()
+                }
+                finalizer::Error::AddFinalizer(source)
+                | finalizer::Error::RemoveFinalizer(source) => kube_category(source),
+                finalizer::Error::UnnamedObject | finalizer::Error::InvalidFinalizer => {
+                    "finalizer"
+                }
+            },
+        }
+    }
+
+    /// The innermost controller error (unwraps the finalizer helper's wrapping).
+    pub fn inner(&self) -> &Error {
+        match self {
+            Self::Finalizer(e) => match e.as_ref() {
+                finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
+                    inner.inner()
+                }
+                _ => self,
+            },
+            _ => self,
+        }
+    }
+}
+
+impl From<finalizer::Error<Error>> for Error {
+    fn from(error: finalizer::Error<Error>) -> Self {
+        Self::Finalizer(Box::new(error))
+    }
+}
+
+/// Category of a Kubernetes client error. Conflicts (409) and invalid patches (422, which the
+/// finalizer helper's JSON patch test gets when another controller edited the finalizers at the
+/// same time) are transient and retried like any other error.
+pub fn kube_category(error: &kube::Error) -> &'static str {
+    match error {
+        kube::Error::Api(status) => match status.code {
+            404 => "not_found",
+            409 => "conflict",
+            422 => "invalid",
+            401 | 403 => "forbidden",
+            429 => "throttled",
+            500..=599 => "apiserver_error",
+            _ => "kube_api",
+        },
+        kube::Error::SerdeError(_) => "decode",
+        _ => "kube_transport",
+    }
+}
+
+/// Whether a client error says the object does not exist.
+pub fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// Result of controller operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn categories_are_stable_words() {
+        let err = Error::NotFinished {
+            what: "container x to stop".into(),
+        };
+        assert_eq!(err.category(), "not_finished");
+        assert_eq!(err.to_string(), "wait for container x to stop");
+        let wrapped = Error::from(finalizer::Error::CleanupFailed(err));
+        assert_eq!(wrapped.category(), "not_finished");
+        assert!(matches!(wrapped.inner(), Error::NotFinished { .. }));
+    }
+
+    #[test]
+    fn unprocessable_finalizer_patches_are_transient_invalid() {
+        let status = kube::core::Status::failure("test failed", "Invalid").with_code(422);
+        let err = Error::from(finalizer::Error::<Error>::AddFinalizer(kube::Error::Api(
+            Box::new(status),
+        )));
+        assert_eq!(err.category(), "invalid");
+    }
+}

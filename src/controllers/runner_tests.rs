@@ -1,0 +1,233 @@
+//! The runner script is run for real with the local `/bin/sh`, in a temporary directory.
+
+use std::path::Path;
+use std::process::Command as Process;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn command(argv: &[&str], stdin: Option<&str>, retries: u32, description: &str) -> Command {
+    Command {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        stdin: stdin.map(|s| s.as_bytes().to_vec()),
+        retries,
+        description: description.to_string(),
+    }
+}
+
+fn sh(script: &str, args: &[&str]) -> String {
+    let out = Process::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Stages and launches `commands` with the state directory under `root`; returns the launch output.
+fn launch(root: &Path, commands: &[Command]) -> String {
+    let state = root.join("capd-bootstrap");
+    let text = script_in(state.to_str().unwrap(), commands).unwrap();
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let staged = root.join(format!("staged-{n}.sh"));
+    std::fs::write(&staged, text).unwrap();
+    sh(
+        &launch_script(state.to_str().unwrap()),
+        &[staged.to_str().unwrap()],
+    )
+}
+
+fn probe(root: &Path, sentinel: &Path) -> ProbeResult {
+    let state = root.join("capd-bootstrap");
+    parse_probe(&sh(
+        &probe_script(state.to_str().unwrap(), sentinel.to_str().unwrap()),
+        &[],
+    ))
+}
+
+fn wait_finished(root: &Path) -> RunnerStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Probe::Launched(status) = probe(root, &root.join("none")).probe
+            && matches!(status.state, RunnerState::Succeeded | RunnerState::Failed)
+        {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "runner did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_fresh_node_probes_fresh_and_a_sentinel_is_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let sentinel = dir.path().join("sentinel");
+    let result = probe(dir.path(), &sentinel);
+    assert_eq!(result.probe, Probe::Fresh);
+    assert!(result.now.unwrap() > 1_600_000_000);
+    std::fs::write(&sentinel, "started").unwrap();
+    assert_eq!(probe(dir.path(), &sentinel).probe, Probe::SentinelOnly);
+}
+
+#[test]
+fn commands_run_in_order_with_their_stdin_and_the_outcome_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("etc/kubeadm.yaml");
+    let target_s = target.to_str().unwrap();
+    let parent = dir.path().join("etc");
+    let commands = [
+        command(
+            &["mkdir", "-p", parent.to_str().unwrap()],
+            None,
+            5,
+            "create etc",
+        ),
+        command(
+            &["/bin/sh", "-c", "cat > \"$0\"", target_s],
+            Some("kind: InitConfiguration\n'quoted' $HOME `x`\n"),
+            5,
+            "write kubeadm.yaml",
+        ),
+        command(&["echo", "kubeadm init done"], None, 0, "run kubeadm"),
+    ];
+    assert_eq!(launch(dir.path(), &commands).trim(), "launched");
+    let status = wait_finished(dir.path());
+    assert_eq!(status.state, RunnerState::Succeeded);
+    assert_eq!((status.step, status.total), (3, 3));
+    assert_eq!(status.exit_code, Some(0));
+    assert!(status.started.is_some() && status.finished.is_some());
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "kind: InitConfiguration\n'quoted' $HOME `x`\n"
+    );
+    let state = dir.path().join("capd-bootstrap");
+    let log = std::fs::read_to_string(state.join("output.log")).unwrap();
+    assert!(log.contains("### [3/3] run kubeadm"), "{log}");
+    assert!(log.contains("kubeadm init done"), "{log}");
+    assert!(
+        !state.join("run.sh").exists(),
+        "the script holding secrets is removed"
+    );
+}
+
+#[test]
+fn a_failing_command_stops_the_run_with_its_exit_code_and_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("after");
+    let commands = [
+        command(
+            &["/bin/sh", "-c", "echo 'error: port 6443 is in use' >&2; exit 3"],
+            None,
+            0,
+            "run kubeadm init",
+        ),
+        command(&["touch", marker.to_str().unwrap()], None, 0, "never"),
+    ];
+    launch(dir.path(), &commands);
+    let status = wait_finished(dir.path());
+    assert_eq!(status.state, RunnerState::Failed);
+    assert_eq!(status.exit_code, Some(3));
+    assert_eq!(status.step, 1);
+    assert_eq!(status.description, "run kubeadm init");
+    assert!(!marker.exists(), "commands after a failure do not run");
+    let state = dir.path().join("capd-bootstrap");
+    let tail = sh(
+        &format!("tail -n 5 {}/output.log", state.display()),
+        &[],
+    );
+    assert!(tail.contains("port 6443 is in use"), "{tail}");
+}
+
+#[test]
+fn a_second_launch_only_observes_and_never_runs_the_commands_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("runs");
+    let count = command(
+        &["/bin/sh", "-c", "echo run >> \"$0\"", counter.to_str().unwrap()],
+        None,
+        0,
+        "count",
+    );
+    assert_eq!(launch(dir.path(), std::slice::from_ref(&count)).trim(), "launched");
+    wait_finished(dir.path());
+    assert_eq!(
+        launch(dir.path(), std::slice::from_ref(&count)).trim(),
+        "already-launched"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(std::fs::read_to_string(&counter).unwrap(), "run\n");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("staged-"))
+        .collect();
+    assert!(leftovers.is_empty(), "the refused staged script is removed");
+}
+
+#[test]
+fn a_stopped_runner_reports_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    launch(
+        dir.path(),
+        &[command(&["sleep", "30"], None, 0, "wait forever")],
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        if let Probe::Launched(status) = probe(dir.path(), &dir.path().join("none")).probe
+            && status.state == RunnerState::Running
+            && let Some(pid) = status.pid
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let state = dir.path().join("capd-bootstrap");
+    sh(&stop_script(state.to_str().unwrap()), &[&pid.to_string()]);
+    let status = wait_finished(dir.path());
+    assert_eq!(status.state, RunnerState::Failed);
+}
+
+#[test]
+fn arguments_with_nul_bytes_are_refused() {
+    let err = script(&[command(&["echo", "a\0b"], None, 0, "bad")]).unwrap_err();
+    assert!(matches!(err, RunnerError::NulInArgument { step: 1, .. }));
+    assert_eq!(script(&[]).unwrap_err(), RunnerError::Empty);
+}
+
+#[test]
+fn probe_output_is_parsed() {
+    let result = parse_probe(
+        "now=1700000100\nlaunched=true\nstate=running\nstep=4\ntotal=9\nexit=\nstarted=1700000000\nfinished=\npid=42\ndescription=run kubeadm join\n",
+    );
+    assert_eq!(result.now, Some(1_700_000_100));
+    let Probe::Launched(status) = result.probe else {
+        panic!("expected launched");
+    };
+    assert_eq!(status.state, RunnerState::Running);
+    assert_eq!(status.pid, Some(42));
+    assert_eq!(status.exit_code, None);
+    assert_eq!(
+        progress_message(&status),
+        "Running bootstrap command [run kubeadm join] (4 of 9)"
+    );
+    let pending = parse_probe("now=1\nlaunched=true\nstate=pending\n");
+    assert!(matches!(
+        pending.probe,
+        Probe::Launched(RunnerStatus {
+            state: RunnerState::Pending,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn staging_paths_are_unique_and_safe() {
+    assert_eq!(
+        staging_path("abc-123/../x"),
+        "/run/cluster-api/capd-bootstrap.abc-123x.sh"
+    );
+}
