@@ -9,6 +9,7 @@
 pub mod engine;
 pub mod fake;
 pub mod kind;
+pub mod loadbalancer;
 pub mod network;
 pub mod node;
 pub mod runtime;
