@@ -51,7 +51,10 @@ where
     })?;
     api.patch_status(name, &params(), &Patch::Apply(body::<K>("status", value)))
         .await
-        .map_err(Error::kube(format!("apply status of {} {name}", K::kind(&()))))
+        .map_err(Error::kube(format!(
+            "apply status of {} {name}",
+            K::kind(&())
+        )))
 }
 
 /// Applies the owned parts of the main resource: `body` is a complete apply body built with

@@ -44,7 +44,11 @@ pub fn paused_condition(paused: bool, generation: Option<i64>) -> Condition {
 /// Sets `Ready` as the summary of `inputs` (condition types, in order): `True/Ready` when all are
 /// `True`; `False/NotReady` when one is `False` (message lists the non-ready conditions with
 /// their messages); otherwise `Unknown/ReadyUnknown`.
-pub fn set_ready_summary(conditions: &mut Vec<Condition>, inputs: &[&str], generation: Option<i64>) {
+pub fn set_ready_summary(
+    conditions: &mut Vec<Condition>,
+    inputs: &[&str],
+    generation: Option<i64>,
+) {
     let mut not_ready = Vec::new();
     let mut unknown = false;
     for type_ in inputs {
@@ -141,7 +145,11 @@ impl Legacy {
 /// Returns whether the list changed.
 pub fn set_legacy_condition(conditions: &mut Vec<V1Beta1Condition>, new: Legacy) -> bool {
     let status = ConditionStatus::from(new.status).as_str().to_string();
-    let severity = if new.status { String::new() } else { new.severity };
+    let severity = if new.status {
+        String::new()
+    } else {
+        new.severity
+    };
     let message = truncate(&new.message, 10240);
     match conditions.iter_mut().find(|c| c.type_ == new.type_) {
         Some(existing) => {
@@ -211,7 +219,8 @@ pub fn truncate(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use crate::api::conditions::{
-        BOOTSTRAP_COMPLETED_CONDITION, CONTAINER_PROVISIONED_CONDITION, WAITING_FOR_CONTAINER_REASON,
+        BOOTSTRAP_COMPLETED_CONDITION, CONTAINER_PROVISIONED_CONDITION,
+        WAITING_FOR_CONTAINER_REASON,
     };
 
     #[test]
@@ -234,7 +243,10 @@ mod tests {
         ];
         set_ready_summary(
             &mut list,
-            &[CONTAINER_PROVISIONED_CONDITION, BOOTSTRAP_COMPLETED_CONDITION],
+            &[
+                CONTAINER_PROVISIONED_CONDITION,
+                BOOTSTRAP_COMPLETED_CONDITION,
+            ],
             Some(1),
         );
         let ready = find_condition(&list, READY_CONDITION).unwrap();
@@ -253,7 +265,10 @@ mod tests {
         );
         set_ready_summary(
             &mut list,
-            &[CONTAINER_PROVISIONED_CONDITION, BOOTSTRAP_COMPLETED_CONDITION],
+            &[
+                CONTAINER_PROVISIONED_CONDITION,
+                BOOTSTRAP_COMPLETED_CONDITION,
+            ],
             Some(1),
         );
         assert!(find_condition(&list, READY_CONDITION).unwrap().is_true());

@@ -6,6 +6,7 @@ use kube::runtime::finalizer;
 use crate::api::capi::CapiError;
 use crate::docker::RuntimeError;
 use crate::docker::kind::KindError;
+use crate::docker::loadbalancer::LoadBalancerError;
 use crate::docker::network::NetworkError;
 use crate::docker::node::NodeError;
 
@@ -38,6 +39,9 @@ pub enum Error {
     /// Ensuring or deleting the Docker network failed.
     #[error(transparent)]
     Network(#[from] NetworkError),
+    /// A load balancer operation failed.
+    #[error(transparent)]
+    LoadBalancer(#[from] LoadBalancerError),
     /// No node image fits the Machine's Kubernetes version.
     #[error("choose the node image")]
     NodeImage(#[source] KindError),
@@ -125,6 +129,7 @@ impl Error {
             Self::Runtime { source, .. } => source.category(),
             Self::Node(e) => e.category(),
             Self::Network(e) => e.category(),
+            Self::LoadBalancer(e) => e.category(),
             Self::NodeImage(e) => e.category(),
             Self::InvalidObject { .. } => "invalid_object",
             Self::ClusterNetwork { .. } => "invalid_cluster_network",
@@ -138,9 +143,7 @@ impl Error {
                 }
                 finalizer::Error::AddFinalizer(source)
                 | finalizer::Error::RemoveFinalizer(source) => kube_category(source),
-                finalizer::Error::UnnamedObject | finalizer::Error::InvalidFinalizer => {
-                    "finalizer"
-                }
+                finalizer::Error::UnnamedObject | finalizer::Error::InvalidFinalizer => "finalizer",
             },
         }
     }

@@ -7,10 +7,17 @@
 pub mod apply;
 pub mod backoff;
 pub mod conditions;
+pub mod context;
+pub mod dockercluster;
 pub mod error;
+pub mod loadbalancer;
 pub mod meta;
 pub mod redact;
 pub mod runner;
 pub mod tasks;
+pub mod workload;
+
+#[cfg(test)]
+mod fixtures;
 
 pub use error::{Error, Result};

@@ -115,7 +115,8 @@ You can now join any number of control-plane nodes by running the following comm
 
     #[test]
     fn flag_and_header_secrets_are_hidden() {
-        let out = redact("curl -H 'Authorization: Bearer eyJhbGciOi' --password=hunter2 token: s3cr3t");
+        let out =
+            redact("curl -H 'Authorization: Bearer eyJhbGciOi' --password=hunter2 token: s3cr3t");
         assert!(!out.contains("eyJhbGciOi"));
         assert!(!out.contains("hunter2"));
         assert!(!out.contains("s3cr3t"));

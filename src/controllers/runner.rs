@@ -45,7 +45,9 @@ pub const START_GRACE: Duration = Duration::from_secs(60);
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RunnerError {
     /// A command argument contains a NUL byte, which no shell word can carry.
-    #[error("build the bootstrap script: command {step} ({description}) has a NUL byte in an argument")]
+    #[error(
+        "build the bootstrap script: command {step} ({description}) has a NUL byte in an argument"
+    )]
     NulInArgument {
         /// 1-based step.
         step: usize,
@@ -132,7 +134,9 @@ attempt() {{
         match &command.stdin {
             Some(data) => {
                 let encoded = base64::engine::general_purpose::STANDARD.encode(data);
-                out.push_str(&format!("cmd_{step}() {{\n  base64 -d <<'CAPD_STDIN_EOF' | {argv}\n"));
+                out.push_str(&format!(
+                    "cmd_{step}() {{\n  base64 -d <<'CAPD_STDIN_EOF' | {argv}\n"
+                ));
                 for chunk in encoded.as_bytes().chunks(76) {
                     out.push_str(&String::from_utf8_lossy(chunk));
                     out.push('\n');
@@ -156,22 +160,22 @@ attempt() {{
 
 /// Writes the script to `path` (a private temporary file next to [`STATE_DIR`]).
 pub fn stage_request(path: &str, script: &str) -> ExecRequest {
-    ExecRequest::new([
-        "/bin/sh",
-        "-c",
-        STAGE_SCRIPT,
-        "sh",
-        path,
-    ])
-    .stdin_bytes(script.as_bytes().to_vec())
-    .timeout(COMMAND_TIMEOUT)
+    ExecRequest::new(["/bin/sh", "-c", STAGE_SCRIPT, "sh", path])
+        .stdin_bytes(script.as_bytes().to_vec())
+        .timeout(COMMAND_TIMEOUT)
 }
 
 /// Takes the lock ([`STATE_DIR`]) and starts the staged script detached; prints `launched`, or
 /// `already-launched` (and removes the staged file) when another launch got there first.
 pub fn launch_request(staged: &str) -> ExecRequest {
-    ExecRequest::new(["/bin/sh", "-c", launch_script(STATE_DIR).as_str(), "sh", staged])
-        .timeout(COMMAND_TIMEOUT)
+    ExecRequest::new([
+        "/bin/sh",
+        "-c",
+        launch_script(STATE_DIR).as_str(),
+        "sh",
+        staged,
+    ])
+    .timeout(COMMAND_TIMEOUT)
 }
 
 fn launch_script(state_dir: &str) -> String {
@@ -195,8 +199,12 @@ echo launched"#,
 /// Reports the container clock, whether the runner was launched (with its status) and whether
 /// the bootstrap sentinel exists.
 pub fn probe_request() -> ExecRequest {
-    ExecRequest::new(["/bin/sh", "-c", probe_script(STATE_DIR, SENTINEL_PATH).as_str()])
-        .timeout(COMMAND_TIMEOUT)
+    ExecRequest::new([
+        "/bin/sh",
+        "-c",
+        probe_script(STATE_DIR, SENTINEL_PATH).as_str(),
+    ])
+    .timeout(COMMAND_TIMEOUT)
 }
 
 fn probe_script(state_dir: &str, sentinel: &str) -> String {
@@ -334,13 +342,20 @@ fn parse_status(map: &BTreeMap<&str, &str>) -> RunnerStatus {
     };
     RunnerStatus {
         state,
-        step: number("step").and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
-        total: number("total").and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
+        step: number("step")
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0),
+        total: number("total")
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0),
         exit_code: number("exit"),
         started: number("started"),
         finished: number("finished"),
         pid: number("pid").and_then(|n| u32::try_from(n).ok()),
-        description: map.get("description").map(|d| d.to_string()).unwrap_or_default(),
+        description: map
+            .get("description")
+            .map(|d| d.to_string())
+            .unwrap_or_default(),
     }
 }
 

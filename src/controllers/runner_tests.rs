@@ -119,7 +119,11 @@ fn a_failing_command_stops_the_run_with_its_exit_code_and_output() {
     let marker = dir.path().join("after");
     let commands = [
         command(
-            &["/bin/sh", "-c", "echo 'error: port 6443 is in use' >&2; exit 3"],
+            &[
+                "/bin/sh",
+                "-c",
+                "echo 'error: port 6443 is in use' >&2; exit 3",
+            ],
             None,
             0,
             "run kubeadm init",
@@ -134,10 +138,7 @@ fn a_failing_command_stops_the_run_with_its_exit_code_and_output() {
     assert_eq!(status.description, "run kubeadm init");
     assert!(!marker.exists(), "commands after a failure do not run");
     let state = dir.path().join("capd-bootstrap");
-    let tail = sh(
-        &format!("tail -n 5 {}/output.log", state.display()),
-        &[],
-    );
+    let tail = sh(&format!("tail -n 5 {}/output.log", state.display()), &[]);
     assert!(tail.contains("port 6443 is in use"), "{tail}");
 }
 
@@ -146,12 +147,20 @@ fn a_second_launch_only_observes_and_never_runs_the_commands_again() {
     let dir = tempfile::tempdir().unwrap();
     let counter = dir.path().join("runs");
     let count = command(
-        &["/bin/sh", "-c", "echo run >> \"$0\"", counter.to_str().unwrap()],
+        &[
+            "/bin/sh",
+            "-c",
+            "echo run >> \"$0\"",
+            counter.to_str().unwrap(),
+        ],
         None,
         0,
         "count",
     );
-    assert_eq!(launch(dir.path(), std::slice::from_ref(&count)).trim(), "launched");
+    assert_eq!(
+        launch(dir.path(), std::slice::from_ref(&count)).trim(),
+        "launched"
+    );
     wait_finished(dir.path());
     assert_eq!(
         launch(dir.path(), std::slice::from_ref(&count)).trim(),

@@ -267,9 +267,13 @@ mod tests {
     async fn a_finished_task_triggers_a_reconcile_and_keeps_its_outcome() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let tasks = TaskRegistry::new(tx);
-        assert!(tasks.start(&machine(), "uid-1", TaskKind::CGroups, "waiting", |_| async {
-            Ok("ready".to_string())
-        }));
+        assert!(tasks.start(
+            &machine(),
+            "uid-1",
+            TaskKind::CGroups,
+            "waiting",
+            |_| async { Ok("ready".to_string()) }
+        ));
         let triggered = tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await
             .unwrap()
@@ -296,11 +300,17 @@ mod tests {
     async fn progress_is_visible_and_cancel_forgets_everything() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let tasks = TaskRegistry::new(tx);
-        tasks.start(&machine(), "u", TaskKind::Bootstrap, "starting", |p| async move {
-            p.report("step 2 of 3");
-            std::future::pending::<()>().await;
-            Ok(String::new())
-        });
+        tasks.start(
+            &machine(),
+            "u",
+            TaskKind::Bootstrap,
+            "starting",
+            |p| async move {
+                p.report("step 2 of 3");
+                std::future::pending::<()>().await;
+                Ok(String::new())
+            },
+        );
         rx.recv().await.unwrap();
         assert_eq!(
             tasks.state(&machine(), "u", TaskKind::Bootstrap),
@@ -328,8 +338,10 @@ mod tests {
             })
         );
         tasks.reset(&machine(), TaskKind::PreloadImages);
-        assert!(tasks.start(&machine(), "u", TaskKind::PreloadImages, "", |_| async {
-            Ok(String::new())
-        }));
+        assert!(
+            tasks.start(&machine(), "u", TaskKind::PreloadImages, "", |_| async {
+                Ok(String::new())
+            })
+        );
     }
 }

@@ -1,0 +1,232 @@
+//! The state every reconcile of every controller shares, as `Arc<Context>`: the manager's
+//! context (Kubernetes client, Event recorder, metrics, readiness, flags), the container runtime,
+//! the caches of the objects we watch, the background tasks and the workload cluster clients.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::core::DeserializeGuard;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use super::backoff::ErrorBackoff;
+use super::error::{Error, Result, is_not_found};
+use super::tasks::TaskRegistry;
+use super::workload::WorkloadClients;
+use crate::api::capi::{Cluster, Machine};
+use crate::api::v1beta2::DockerCluster;
+use crate::docker::ContainerRuntime;
+use crate::docker::node::ProxyEnv;
+use crate::manager;
+
+/// The caches of the objects the controllers read, filled by their watches.
+#[derive(Clone)]
+pub struct Stores {
+    /// Cluster API Clusters (decoded tolerantly).
+    pub clusters: Store<DeserializeGuard<Cluster>>,
+    /// Cluster API Machines (decoded tolerantly).
+    pub machines: Store<DeserializeGuard<Machine>>,
+    /// DockerClusters.
+    pub docker_clusters: Store<DockerCluster>,
+}
+
+/// Everything a reconcile needs besides the object itself.
+pub struct Context {
+    /// The manager's context: client, Event recorder, metrics, readiness, flag values.
+    pub manager: Arc<manager::Context>,
+    /// The container engine.
+    pub runtime: Arc<dyn ContainerRuntime>,
+    /// Watched objects.
+    pub stores: Stores,
+    /// Background tasks of DockerMachines.
+    pub tasks: TaskRegistry,
+    /// Clients of workload clusters, cached per cluster.
+    pub workload: WorkloadClients,
+    /// Per-object error backoff (keys are prefixed with the kind).
+    pub backoff: ErrorBackoff,
+    /// Proxy variables of this process, passed to node containers.
+    pub proxy: ProxyEnv,
+}
+
+impl Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("runtime", &self.runtime)
+            .field("tasks", &self.tasks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// The Kubernetes client of the management cluster.
+    pub fn client(&self) -> kube::Client {
+        self.manager.client.clone()
+    }
+
+    /// The name of the Docker network cluster containers join (`--docker-network`).
+    pub fn network(&self) -> &str {
+        &self.manager.config.docker_network
+    }
+
+    /// An API handle for `K` in `namespace`.
+    pub fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client(), namespace)
+    }
+
+    /// A Cluster API object from its cache, or from the API server when the cache does not hold
+    /// it (yet). `Ok(None)` when it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::InvalidObject`] when the object does not decode, [`Error::Kube`] when the read fails.
+    pub async fn capi_object<K>(
+        &self,
+        store: &Store<DeserializeGuard<K>>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<K>>
+    where
+        K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Debug,
+    {
+        let key = ObjectRef::<DeserializeGuard<K>>::new(name).within(namespace);
+        let guarded = match store.get(&key) {
+            Some(cached) => (*cached).clone(),
+            None => {
+                let api: Api<DeserializeGuard<K>> = Api::namespaced(self.client(), namespace);
+                match api.get_opt(name).await {
+                    Ok(Some(found)) => found,
+                    Ok(None) => return Ok(None),
+                    Err(e) if is_not_found(&e) => return Ok(None),
+                    Err(source) => {
+                        return Err(Error::Kube {
+                            action: format!("get {} {namespace}/{name}", K::kind(&())),
+                            source,
+                        });
+                    }
+                }
+            }
+        };
+        guarded.0.map(Some).map_err(|invalid| Error::InvalidObject {
+            kind: kind_of::<K>(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            detail: invalid.error,
+        })
+    }
+
+    /// The Cluster `namespace/name`.
+    ///
+    /// # Errors
+    /// As [`Context::capi_object`].
+    pub async fn cluster(&self, namespace: &str, name: &str) -> Result<Option<Cluster>> {
+        self.capi_object(&self.stores.clusters, namespace, name)
+            .await
+    }
+
+    /// The Machine `namespace/name`.
+    ///
+    /// # Errors
+    /// As [`Context::capi_object`].
+    pub async fn machine(&self, namespace: &str, name: &str) -> Result<Option<Machine>> {
+        self.capi_object(&self.stores.machines, namespace, name)
+            .await
+    }
+
+    /// The DockerCluster `namespace/name`, from the cache or the API server.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] when the read fails.
+    pub async fn docker_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DockerCluster>> {
+        let key = ObjectRef::<DockerCluster>::new(name).within(namespace);
+        if let Some(cached) = self.stores.docker_clusters.get(&key) {
+            return Ok(Some((*cached).clone()));
+        }
+        self.api::<DockerCluster>(namespace)
+            .get_opt(name)
+            .await
+            .map_err(Error::kube(format!("get DockerCluster {namespace}/{name}")))
+    }
+
+    /// Publishes a Kubernetes Event on `object`. A failure to publish is logged, never returned:
+    /// Events are a courtesy to users, not part of the reconcile.
+    pub async fn event<K>(&self, object: &K, kind: EventKind, reason: &str, note: impl Into<String>)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let reference: ObjectReference = object.object_ref(&());
+        let note = super::conditions::truncate(&note.into(), 1000);
+        let event = Event {
+            type_: match kind {
+                EventKind::Normal => EventType::Normal,
+                EventKind::Warning => EventType::Warning,
+            },
+            reason: reason.to_string(),
+            note: Some(note),
+            action: reason.to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.manager.recorder.publish(&event, &reference).await {
+            tracing::debug!(
+                object = %object.name_any(),
+                reason,
+                error = %crate::manager::error_chain(&error),
+                "Publishing an Event failed"
+            );
+        }
+    }
+}
+
+/// Severity of an Event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Something happened as expected.
+    Normal,
+    /// Something failed or needs attention.
+    Warning,
+}
+
+fn kind_of<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()).as_ref() {
+        "Cluster" => "Cluster",
+        "Machine" => "Machine",
+        _ => "object",
+    }
+}
+
+/// The Event reason for an error category: `container_not_found` → `ContainerNotFound`.
+pub fn event_reason(category: &str) -> String {
+    category
+        .split('_')
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_reasons_are_pascal_case_categories() {
+        assert_eq!(event_reason("container_not_found"), "ContainerNotFound");
+        assert_eq!(event_reason("conflict"), "Conflict");
+    }
+}

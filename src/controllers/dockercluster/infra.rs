@@ -1,0 +1,195 @@
+//! The DockerCluster's infrastructure in the container engine: the network and the load
+//! balancer container.
+
+use crate::api::capi::Cluster;
+use crate::api::v1beta2::DockerCluster;
+use crate::controllers::context::{Context, EventKind};
+use crate::controllers::error::{Error, Result};
+use crate::controllers::loadbalancer::{ip_family, sync_backends};
+use crate::docker::loadbalancer::{
+    LoadBalancerSpec, create_load_balancer, delete_load_balancer, find_load_balancer, image,
+    load_balancer_ip,
+};
+use crate::docker::network::{NetworkDeletion, delete_network, ensure_network};
+use crate::docker::node::{NodeRole, load_balancer_container_name, role_selector};
+use crate::docker::types::Labels;
+
+/// The load balancer container spec of a DockerCluster.
+pub fn load_balancer_spec(
+    docker_cluster: &DockerCluster,
+    cluster_name: &str,
+    network: &str,
+    family: crate::docker::node::IpFamily,
+) -> LoadBalancerSpec {
+    let settings = &docker_cluster.spec.load_balancer;
+    let image = image(
+        Some(settings.image_repository.as_str()),
+        Some(settings.image_tag.as_str()),
+    );
+    let mut spec = LoadBalancerSpec::new(cluster_name, &image, network);
+    spec.ip_family = family;
+    spec.frontend_port =
+        u16::try_from(docker_cluster.spec.control_plane_endpoint.port).unwrap_or(0);
+    spec
+}
+
+/// Makes sure the network exists and the load balancer runs (recreating one that vanished or
+/// stopped); returns the load balancer's address on the network.
+///
+/// # Errors
+/// [`Error`] when the engine refuses, or the load balancer has no address.
+pub async fn ensure(
+    ctx: &Context,
+    docker_cluster: &DockerCluster,
+    cluster_name: &str,
+    cluster: Option<&Cluster>,
+) -> Result<String> {
+    let runtime = ctx.runtime.as_ref();
+    let network = ctx.network();
+    let family = ip_family(cluster)?;
+    let existed = runtime
+        .inspect_network(network)
+        .await
+        .map_err(Error::runtime(format!("inspect network {network}")))?
+        .is_some();
+    ensure_network(runtime, network, &Labels::new()).await?;
+    if !existed {
+        ctx.event(
+            docker_cluster,
+            EventKind::Normal,
+            "NetworkCreated",
+            format!("Created Docker network {network}"),
+        )
+        .await;
+    }
+
+    let spec = load_balancer_spec(docker_cluster, cluster_name, network, family);
+    let name = spec.name();
+    let found = find_load_balancer(runtime, cluster_name).await?;
+    let info = match found {
+        Some(summary) if summary.running => runtime
+            .inspect_container(&summary.name)
+            .await
+            .map_err(Error::runtime(format!(
+                "inspect container {}",
+                summary.name
+            )))?,
+        _ => None,
+    };
+    let (info, recreated) = match info.filter(|i| i.running) {
+        Some(info) => (info, false),
+        None => {
+            let vanished = docker_cluster
+                .status
+                .as_ref()
+                .and_then(|s| s.initialization.provisioned)
+                == Some(true);
+            // A stopped load balancer is replaced rather than restarted: its configuration is
+            // rebuilt below anyway.
+            delete_load_balancer(runtime, cluster_name).await?;
+            let info = create_load_balancer(runtime, &spec).await?;
+            tracing::info!(container = %name, image = %spec.image, "Created the load balancer");
+            let (reason, note) = if vanished {
+                (
+                    "LoadBalancerRecreated",
+                    format!("Load balancer container {name} was missing or stopped; recreated it"),
+                )
+            } else {
+                (
+                    "LoadBalancerCreated",
+                    format!("Created load balancer container {name} ({})", spec.image),
+                )
+            };
+            ctx.event(docker_cluster, EventKind::Normal, reason, note)
+                .await;
+            (info, true)
+        }
+    };
+    let ip =
+        load_balancer_ip(&info, network, family).ok_or_else(|| Error::LoadBalancerAddress {
+            container: name.clone(),
+            network: network.to_string(),
+        })?;
+    if recreated && has_control_planes(ctx, cluster_name).await? {
+        let namespace = docker_cluster
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or_default();
+        sync_backends(ctx, namespace, cluster_name, cluster, Some(docker_cluster)).await?;
+    }
+    let ip = ip.to_string();
+    let endpoint_host = &docker_cluster.spec.control_plane_endpoint.host;
+    if !endpoint_host.is_empty() && *endpoint_host != ip && recreated {
+        tracing::warn!(
+            endpoint = %endpoint_host,
+            address = %ip,
+            "The recreated load balancer has a different address than the control plane endpoint"
+        );
+    }
+    Ok(ip)
+}
+
+async fn has_control_planes(ctx: &Context, cluster_name: &str) -> Result<bool> {
+    Ok(!ctx
+        .runtime
+        .list_containers(&role_selector(cluster_name, NodeRole::ControlPlane))
+        .await
+        .map_err(Error::runtime(format!(
+            "list control plane containers of cluster {cluster_name}"
+        )))?
+        .is_empty())
+}
+
+/// Deletes the load balancer, then the network when this provider created it and nothing uses
+/// it any more.
+///
+/// # Errors
+/// [`Error`] when the engine refuses, or the load balancer is still there afterwards.
+pub async fn delete(
+    ctx: &Context,
+    docker_cluster: &DockerCluster,
+    cluster_name: &str,
+) -> Result<()> {
+    let runtime = ctx.runtime.as_ref();
+    let name = load_balancer_container_name(cluster_name);
+    let existed = find_load_balancer(runtime, cluster_name).await?.is_some();
+    delete_load_balancer(runtime, cluster_name).await?;
+    if find_load_balancer(runtime, cluster_name).await?.is_some() {
+        return Err(Error::NotFinished {
+            what: format!("load balancer container {name} to be removed"),
+        });
+    }
+    if existed {
+        tracing::info!(container = %name, "Deleted the load balancer");
+        ctx.event(
+            docker_cluster,
+            EventKind::Normal,
+            "LoadBalancerDeleted",
+            format!("Deleted load balancer container {name}"),
+        )
+        .await;
+    }
+    let network = ctx.network();
+    match delete_network(runtime, network).await? {
+        NetworkDeletion::Removed => {
+            tracing::info!(network, "Deleted the Docker network");
+            ctx.event(
+                docker_cluster,
+                EventKind::Normal,
+                "NetworkDeleted",
+                format!("Deleted Docker network {network}, which this provider created and nothing uses any more"),
+            )
+            .await;
+        }
+        NetworkDeletion::KeptInUse(containers) => {
+            tracing::debug!(
+                network,
+                users = containers.len(),
+                "Keeping the network: containers use it"
+            );
+        }
+        NetworkDeletion::Absent | NetworkDeletion::KeptForeign => {}
+    }
+    Ok(())
+}

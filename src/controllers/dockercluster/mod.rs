@@ -1,0 +1,229 @@
+//! The DockerCluster controller: the network and the haproxy load balancer of a workload
+//! cluster, its control plane endpoint, failure domains and the InfraCluster contract status.
+
+pub mod decide;
+mod infra;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tracing::instrument;
+
+use self::decide::{Gate, LoadBalancerOutcome};
+use super::apply::{apply_object, apply_status, body};
+use super::context::{Context, EventKind, event_reason};
+use super::error::{Error, Result, is_not_found};
+use super::meta::{key, owner_cluster};
+use crate::api::DOCKER_CLUSTER_FINALIZER;
+use crate::api::capi::Cluster;
+use crate::api::v1beta2::{DockerCluster, DockerClusterStatus};
+use crate::manager::error_chain;
+
+/// Name of the controller in metrics and logs.
+pub const CONTROLLER: &str = "dockercluster";
+
+/// Reconciles one DockerCluster; records metrics, logs and an Event when it fails.
+pub async fn reconcile(docker_cluster: Arc<DockerCluster>, ctx: Arc<Context>) -> Result<Action> {
+    let timer = ctx.manager.metrics.reconcile_started(CONTROLLER);
+    let result = reconcile_one(&docker_cluster, &ctx).await;
+    let backoff_key = format!("DockerCluster/{}", key(&docker_cluster.metadata));
+    match &result {
+        Ok(_) => {
+            timer.finish(Ok(()));
+            ctx.backoff.succeeded(&backoff_key);
+        }
+        Err(error) => {
+            timer.finish(Err(error.category()));
+            tracing::warn!(
+                dockercluster = %key(&docker_cluster.metadata),
+                category = error.category(),
+                error = %error_chain(error),
+                "Reconcile failed"
+            );
+            ctx.event(
+                docker_cluster.as_ref(),
+                EventKind::Warning,
+                &event_reason(error.category()),
+                error_chain(error),
+            )
+            .await;
+        }
+    }
+    result
+}
+
+/// Retry delay after a failure: the object's own backoff.
+pub fn error_policy(
+    docker_cluster: Arc<DockerCluster>,
+    _error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let backoff_key = format!("DockerCluster/{}", key(&docker_cluster.metadata));
+    Action::requeue(ctx.backoff.failed(&backoff_key))
+}
+
+#[instrument(skip_all, fields(dockercluster = %key(&docker_cluster.metadata)), err)]
+async fn reconcile_one(docker_cluster: &Arc<DockerCluster>, ctx: &Context) -> Result<Action> {
+    let namespace = docker_cluster.namespace().unwrap_or_default();
+    let cluster = match owner_cluster(&docker_cluster.metadata) {
+        Some(name) => ctx.cluster(&namespace, name).await?,
+        None => None,
+    };
+    let api: Api<DockerCluster> = ctx.api(&namespace);
+    match decide::gate(docker_cluster, cluster.as_ref()) {
+        Gate::Skip(why) => {
+            tracing::info!(reason = why, "Not reconciling");
+            return Ok(Action::await_change());
+        }
+        Gate::ReleaseFinalizer => {
+            finalizer(
+                &api,
+                DOCKER_CLUSTER_FINALIZER,
+                docker_cluster.clone(),
+                |_| async { Ok::<_, Error>(Action::await_change()) },
+            )
+            .await?;
+            return Ok(Action::await_change());
+        }
+        Gate::Paused => {
+            tracing::info!("Reconciliation is paused");
+            write_status(ctx, docker_cluster, &decide::paused_status(docker_cluster)).await?;
+            return Ok(Action::await_change());
+        }
+        Gate::Proceed => {}
+    }
+    let cluster_name = owner_cluster(&docker_cluster.metadata)
+        .unwrap_or_default()
+        .to_string();
+    let sync_period = ctx.manager.config.sync_period;
+    finalizer(
+        &api,
+        DOCKER_CLUSTER_FINALIZER,
+        docker_cluster.clone(),
+        |event| async {
+            match event {
+                Finalizer::Apply(dc) => {
+                    reconcile_normal(ctx, &dc, &cluster_name, cluster.as_ref()).await?;
+                    Ok(Action::requeue(sync_period))
+                }
+                Finalizer::Cleanup(dc) => {
+                    reconcile_delete(ctx, &dc, &cluster_name).await?;
+                    Ok(Action::await_change())
+                }
+            }
+        },
+    )
+    .await
+    .map_err(Error::from)
+}
+
+async fn reconcile_normal(
+    ctx: &Context,
+    docker_cluster: &DockerCluster,
+    cluster_name: &str,
+    cluster: Option<&Cluster>,
+) -> Result<()> {
+    let outcome = infra::ensure(ctx, docker_cluster, cluster_name, cluster).await;
+    let (lb_outcome, result) = match outcome {
+        Ok(ip) => {
+            let endpoint = &docker_cluster.spec.control_plane_endpoint;
+            if let Some(wanted) = decide::endpoint_update(endpoint, &ip) {
+                set_endpoint(ctx, docker_cluster, &wanted).await?;
+            }
+            (LoadBalancerOutcome::Available, Ok(()))
+        }
+        Err(error) => (
+            LoadBalancerOutcome::NotAvailable(format!(
+                "Failed to create load balancer: {}",
+                error_chain(&error)
+            )),
+            Err(error),
+        ),
+    };
+    let status = decide::normal_status(docker_cluster, &lb_outcome);
+    let newly_provisioned = status.initialization.provisioned == Some(true)
+        && docker_cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.initialization.provisioned)
+            != Some(true);
+    write_status(ctx, docker_cluster, &status).await?;
+    if newly_provisioned {
+        ctx.event(
+            docker_cluster,
+            EventKind::Normal,
+            "Provisioned",
+            "The network and the load balancer are ready",
+        )
+        .await;
+    }
+    result
+}
+
+async fn set_endpoint(
+    ctx: &Context,
+    docker_cluster: &DockerCluster,
+    endpoint: &crate::api::v1beta2::APIEndpoint,
+) -> Result<()> {
+    let namespace = docker_cluster.namespace().unwrap_or_default();
+    let name = docker_cluster.name_any();
+    let spec = json!({"controlPlaneEndpoint": {"host": endpoint.host, "port": endpoint.port}});
+    apply_object(
+        &ctx.api::<DockerCluster>(&namespace),
+        &name,
+        body::<DockerCluster>("spec", spec),
+    )
+    .await?;
+    tracing::info!(host = %endpoint.host, port = endpoint.port, "Set the control plane endpoint");
+    ctx.event(
+        docker_cluster,
+        EventKind::Normal,
+        "ControlPlaneEndpointSet",
+        format!("Control plane endpoint {}:{}", endpoint.host, endpoint.port),
+    )
+    .await;
+    Ok(())
+}
+
+async fn reconcile_delete(
+    ctx: &Context,
+    docker_cluster: &DockerCluster,
+    cluster_name: &str,
+) -> Result<()> {
+    write_status(
+        ctx,
+        docker_cluster,
+        &decide::deleting_status(docker_cluster),
+    )
+    .await?;
+    infra::delete(ctx, docker_cluster, cluster_name).await
+}
+
+/// Writes the status when it differs from the object's (a reconcile that changes nothing writes
+/// nothing). A DockerCluster deleted meanwhile is not an error.
+async fn write_status(
+    ctx: &Context,
+    docker_cluster: &DockerCluster,
+    status: &DockerClusterStatus,
+) -> Result<()> {
+    if !decide::status_changed(docker_cluster, status) {
+        return Ok(());
+    }
+    let namespace = docker_cluster.namespace().unwrap_or_default();
+    match apply_status(
+        &ctx.api::<DockerCluster>(&namespace),
+        &docker_cluster.name_any(),
+        status,
+    )
+    .await
+    {
+        Err(Error::Kube { source, .. }) if is_not_found(&source) => Ok(()),
+        other => other.map(|_| ()),
+    }
+}

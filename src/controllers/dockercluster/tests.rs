@@ -1,0 +1,172 @@
+use super::decide::*;
+use crate::api::capi::Cluster;
+use crate::api::conditions::{
+    ConditionStatus, LOAD_BALANCER_AVAILABLE_CONDITION, PAUSED_CONDITION, READY_CONDITION,
+    find_condition,
+};
+use crate::api::v1beta2::{APIEndpoint, DockerCluster};
+
+#[test]
+fn an_externally_managed_cluster_is_left_alone() {
+    let dc = DockerCluster::test("c1")
+        .owned_by("c1")
+        .externally_managed();
+    assert!(matches!(
+        gate(&dc, Some(&Cluster::test("c1"))),
+        Gate::Skip(_)
+    ));
+}
+
+#[test]
+fn a_cluster_without_owner_waits_for_the_cluster_controller() {
+    let dc = DockerCluster::test("c1");
+    assert_eq!(
+        gate(&dc, None),
+        Gate::Skip("Waiting for Cluster Controller to set OwnerRef on DockerCluster")
+    );
+}
+
+#[test]
+fn a_deleting_cluster_without_owner_only_releases_its_finalizer() {
+    let dc = DockerCluster::test("c1").with_finalizer().deleting();
+    assert_eq!(gate(&dc, None), Gate::ReleaseFinalizer);
+}
+
+#[test]
+fn a_paused_cluster_or_annotation_pauses() {
+    let dc = DockerCluster::test("c1").owned_by("c1");
+    assert_eq!(gate(&dc, Some(&Cluster::test("c1").paused())), Gate::Paused);
+    let annotated = DockerCluster::test("c1").owned_by("c1").paused();
+    assert_eq!(gate(&annotated, Some(&Cluster::test("c1"))), Gate::Paused);
+    assert_eq!(gate(&dc, Some(&Cluster::test("c1"))), Gate::Proceed);
+}
+
+#[test]
+fn a_deleting_cluster_whose_owner_is_gone_is_still_cleaned_up() {
+    let dc = DockerCluster::test("c1")
+        .owned_by("c1")
+        .with_finalizer()
+        .deleting();
+    assert_eq!(gate(&dc, None), Gate::Proceed);
+    let waiting = DockerCluster::test("c1").owned_by("c1");
+    assert!(matches!(gate(&waiting, None), Gate::Skip(_)));
+}
+
+#[test]
+fn the_endpoint_gets_the_load_balancer_address_and_the_default_port() {
+    assert_eq!(
+        endpoint_update(&APIEndpoint::default(), "172.18.0.2"),
+        Some(APIEndpoint {
+            host: "172.18.0.2".into(),
+            port: 6443
+        })
+    );
+    let user_set = APIEndpoint {
+        host: "lb.example".into(),
+        port: 7777,
+    };
+    assert_eq!(
+        endpoint_update(&user_set, "172.18.0.2"),
+        None,
+        "a user-set endpoint is kept"
+    );
+    assert_eq!(
+        endpoint_update(
+            &APIEndpoint {
+                host: String::new(),
+                port: 7777
+            },
+            "fc00::2"
+        ),
+        Some(APIEndpoint {
+            host: "fc00::2".into(),
+            port: 7777
+        })
+    );
+}
+
+#[test]
+fn an_available_load_balancer_provisions_and_copies_failure_domains() {
+    let dc = DockerCluster::test("c1")
+        .owned_by("c1")
+        .failure_domains(&["fd1", "fd2"]);
+    let status = normal_status(&dc, &LoadBalancerOutcome::Available);
+    assert_eq!(status.initialization.provisioned, Some(true));
+    assert_eq!(status.failure_domains, dc.spec.failure_domains);
+    let ready = find_condition(&status.conditions, READY_CONDITION).unwrap();
+    assert!(ready.is_true());
+    assert_eq!(ready.observed_generation, Some(1));
+    assert_eq!(
+        find_condition(&status.conditions, PAUSED_CONDITION)
+            .unwrap()
+            .status,
+        ConditionStatus::False
+    );
+    let legacy_ready = status
+        .deprecated
+        .v1beta1
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(legacy_ready.status, "True");
+}
+
+#[test]
+fn a_failed_load_balancer_is_reported_and_provisioned_is_not_reset() {
+    let mut dc = DockerCluster::test("c1").owned_by("c1");
+    dc.status = Some(normal_status(&dc, &LoadBalancerOutcome::Available));
+    let status = normal_status(
+        &dc,
+        &LoadBalancerOutcome::NotAvailable("Failed to create load balancer: boom".into()),
+    );
+    let lb = find_condition(&status.conditions, LOAD_BALANCER_AVAILABLE_CONDITION).unwrap();
+    assert_eq!(lb.status, ConditionStatus::False);
+    assert_eq!(lb.reason, "NotAvailable");
+    assert_eq!(lb.message, "Failed to create load balancer: boom");
+    assert_eq!(
+        status.initialization.provisioned,
+        Some(true),
+        "provisioned is never reset (contract)"
+    );
+    assert!(
+        !find_condition(&status.conditions, READY_CONDITION)
+            .unwrap()
+            .is_true()
+    );
+}
+
+#[test]
+fn reconciling_an_unchanged_cluster_writes_nothing() {
+    let mut dc = DockerCluster::test("c1").owned_by("c1");
+    dc.status = Some(normal_status(&dc, &LoadBalancerOutcome::Available));
+    let again = normal_status(&dc, &LoadBalancerOutcome::Available);
+    assert!(!status_changed(&dc, &again));
+}
+
+#[test]
+fn deleting_shows_in_the_conditions() {
+    let dc = DockerCluster::test("c1").owned_by("c1").deleting();
+    let status = deleting_status(&dc);
+    let lb = find_condition(&status.conditions, LOAD_BALANCER_AVAILABLE_CONDITION).unwrap();
+    assert_eq!(lb.reason, "Deleting");
+    assert_eq!(
+        find_condition(&status.conditions, READY_CONDITION)
+            .unwrap()
+            .status,
+        ConditionStatus::False
+    );
+}
+
+#[test]
+fn pausing_only_sets_the_paused_condition() {
+    let dc = DockerCluster::test("c1").owned_by("c1").paused();
+    let status = paused_status(&dc);
+    assert_eq!(status.conditions.len(), 1);
+    assert!(
+        find_condition(&status.conditions, PAUSED_CONDITION)
+            .unwrap()
+            .is_true()
+    );
+    assert_eq!(status.initialization.provisioned, None);
+}

@@ -1,0 +1,323 @@
+//! Test fixtures that read as sentences:
+//! `DockerMachine::test("m1").owned_by("m1").deleting()`,
+//! `Cluster::test("c1").infrastructure_provisioned().paused()`.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::core::ObjectMeta;
+
+use crate::api::capi::{
+    Bootstrap, Cluster, ClusterInitializationStatus, ClusterNetwork, ClusterSpec, ClusterStatus,
+    ContractVersionedObjectReference, Machine, MachineNodeReference, MachineSpec, MachineStatus,
+    NetworkRanges,
+};
+use crate::api::conditions::{Condition, ConditionStatus, set_condition};
+use crate::api::v1beta2::{
+    APIEndpoint, DockerCluster, DockerClusterSpec, DockerMachine, DockerMachineSpec, FailureDomain,
+};
+use crate::api::{
+    CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, DOCKER_CLUSTER_FINALIZER, DOCKER_MACHINE_FINALIZER,
+    GROUP, MANAGED_BY_ANNOTATION, PAUSED_ANNOTATION,
+};
+
+/// Namespace of every fixture.
+pub const NAMESPACE: &str = "default";
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(NAMESPACE.to_string()),
+        uid: Some(format!("uid-{name}")),
+        generation: Some(1),
+        ..Default::default()
+    }
+}
+
+fn owner_ref(kind: &str, name: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "cluster.x-k8s.io/v1beta2".into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        controller: Some(true),
+        ..Default::default()
+    }
+}
+
+fn add_owner(meta: &mut ObjectMeta, kind: &str, name: &str) {
+    meta.owner_references
+        .get_or_insert_with(Vec::new)
+        .push(owner_ref(kind, name));
+}
+
+fn add_label(meta: &mut ObjectMeta, key: &str, value: &str) {
+    meta.labels
+        .get_or_insert_with(Default::default)
+        .insert(key.into(), value.into());
+}
+
+fn add_annotation(meta: &mut ObjectMeta, key: &str, value: &str) {
+    meta.annotations
+        .get_or_insert_with(Default::default)
+        .insert(key.into(), value.into());
+}
+
+fn delete(meta: &mut ObjectMeta) {
+    meta.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+}
+
+impl Cluster {
+    /// A Cluster referring to the DockerCluster of the same name.
+    pub fn test(name: &str) -> Self {
+        Cluster {
+            metadata: meta(name),
+            spec: ClusterSpec {
+                infrastructure_ref: Some(ContractVersionedObjectReference {
+                    api_group: GROUP.into(),
+                    kind: "DockerCluster".into(),
+                    name: name.into(),
+                }),
+                ..Default::default()
+            },
+            status: None,
+        }
+    }
+
+    fn initialization_mut(&mut self) -> &mut ClusterInitializationStatus {
+        self.status
+            .get_or_insert_with(ClusterStatus::default)
+            .initialization
+            .get_or_insert_with(Default::default)
+    }
+
+    /// `spec.paused: true`.
+    pub fn paused(mut self) -> Self {
+        self.spec.paused = Some(true);
+        self
+    }
+
+    /// `status.initialization.infrastructureProvisioned: true`.
+    pub fn with_infrastructure_provisioned(mut self) -> Self {
+        self.initialization_mut().infrastructure_provisioned = Some(true);
+        self
+    }
+
+    /// `status.initialization.controlPlaneInitialized: true`.
+    pub fn with_control_plane_initialized(mut self) -> Self {
+        self.initialization_mut().control_plane_initialized = Some(true);
+        self
+    }
+
+    /// A `spec.controlPlaneRef`.
+    pub fn with_control_plane_ref(mut self) -> Self {
+        self.spec.control_plane_ref = Some(ContractVersionedObjectReference {
+            api_group: "controlplane.cluster.x-k8s.io".into(),
+            kind: "KubeadmControlPlane".into(),
+            name: "cp".into(),
+        });
+        self
+    }
+
+    /// Pod CIDR blocks.
+    pub fn pods(mut self, cidrs: &[&str]) -> Self {
+        self.spec
+            .cluster_network
+            .get_or_insert_with(ClusterNetwork::default)
+            .pods = Some(NetworkRanges {
+            cidr_blocks: cidrs.iter().map(|c| c.to_string()).collect(),
+        });
+        self
+    }
+
+    /// Service CIDR blocks.
+    pub fn services(mut self, cidrs: &[&str]) -> Self {
+        self.spec
+            .cluster_network
+            .get_or_insert_with(ClusterNetwork::default)
+            .services = Some(NetworkRanges {
+            cidr_blocks: cidrs.iter().map(|c| c.to_string()).collect(),
+        });
+        self
+    }
+}
+
+impl Machine {
+    /// A worker Machine of cluster `c1` pointing at the DockerMachine of the same name.
+    pub fn test(name: &str) -> Self {
+        let mut metadata = meta(name);
+        add_label(&mut metadata, CLUSTER_NAME_LABEL, "c1");
+        Machine {
+            metadata,
+            spec: MachineSpec {
+                cluster_name: "c1".into(),
+                bootstrap: Bootstrap::default(),
+                version: Some("v1.31.2".into()),
+                failure_domain: None,
+                infrastructure_ref: Some(ContractVersionedObjectReference {
+                    api_group: GROUP.into(),
+                    kind: "DockerMachine".into(),
+                    name: name.into(),
+                }),
+            },
+            status: None,
+        }
+    }
+
+    /// Labelled as a control plane Machine.
+    pub fn control_plane(mut self) -> Self {
+        add_label(&mut self.metadata, CONTROL_PLANE_LABEL, "");
+        self
+    }
+
+    /// Being deleted.
+    pub fn deleting(mut self) -> Self {
+        delete(&mut self.metadata);
+        self
+    }
+
+    /// With bootstrap data in Secret `secret`.
+    pub fn with_bootstrap_secret(mut self, secret: &str) -> Self {
+        self.spec.bootstrap.data_secret_name = Some(secret.into());
+        self
+    }
+
+    /// Placed in failure domain `fd`.
+    pub fn in_failure_domain(mut self, fd: &str) -> Self {
+        self.spec.failure_domain = Some(fd.into());
+        self
+    }
+
+    /// Joined as Node `node`.
+    pub fn with_node(mut self, node: &str) -> Self {
+        self.status = Some(MachineStatus {
+            node_ref: Some(MachineNodeReference { name: node.into() }),
+        });
+        self
+    }
+}
+
+impl DockerCluster {
+    /// A DockerCluster `name` with no owner yet.
+    pub fn test(name: &str) -> Self {
+        DockerCluster {
+            metadata: meta(name),
+            spec: DockerClusterSpec::default(),
+            status: None,
+        }
+    }
+
+    /// Owned by Cluster `cluster`.
+    pub fn owned_by(mut self, cluster: &str) -> Self {
+        add_owner(&mut self.metadata, "Cluster", cluster);
+        add_label(&mut self.metadata, CLUSTER_NAME_LABEL, cluster);
+        self
+    }
+
+    /// Carrying our finalizer.
+    pub fn with_finalizer(mut self) -> Self {
+        self.metadata.finalizers = Some(vec![DOCKER_CLUSTER_FINALIZER.into()]);
+        self
+    }
+
+    /// Being deleted.
+    pub fn deleting(mut self) -> Self {
+        delete(&mut self.metadata);
+        self
+    }
+
+    /// Annotated as paused.
+    pub fn paused(mut self) -> Self {
+        add_annotation(&mut self.metadata, PAUSED_ANNOTATION, "");
+        self
+    }
+
+    /// Annotated as managed by another system.
+    pub fn externally_managed(mut self) -> Self {
+        add_annotation(&mut self.metadata, MANAGED_BY_ANNOTATION, "other");
+        self
+    }
+
+    /// With `spec.controlPlaneEndpoint`.
+    pub fn endpoint(mut self, host: &str, port: i32) -> Self {
+        self.spec.control_plane_endpoint = APIEndpoint {
+            host: host.into(),
+            port,
+        };
+        self
+    }
+
+    /// With failure domains named `names`.
+    pub fn failure_domains(mut self, names: &[&str]) -> Self {
+        self.spec.failure_domains = names
+            .iter()
+            .map(|n| FailureDomain {
+                name: n.to_string(),
+                control_plane: Some(true),
+                attributes: Default::default(),
+            })
+            .collect();
+        self
+    }
+}
+
+impl DockerMachine {
+    /// A DockerMachine `name` of cluster `c1` with no owner yet.
+    pub fn test(name: &str) -> Self {
+        let mut metadata = meta(name);
+        add_label(&mut metadata, CLUSTER_NAME_LABEL, "c1");
+        DockerMachine {
+            metadata,
+            spec: DockerMachineSpec::default(),
+            status: None,
+        }
+    }
+
+    /// Owned by Machine `machine`.
+    pub fn owned_by(mut self, machine: &str) -> Self {
+        add_owner(&mut self.metadata, "Machine", machine);
+        self
+    }
+
+    /// Carrying our finalizer.
+    pub fn with_finalizer(mut self) -> Self {
+        self.metadata.finalizers = Some(vec![DOCKER_MACHINE_FINALIZER.into()]);
+        self
+    }
+
+    /// Being deleted.
+    pub fn deleting(mut self) -> Self {
+        delete(&mut self.metadata);
+        self
+    }
+
+    /// Annotated as paused.
+    pub fn paused(mut self) -> Self {
+        add_annotation(&mut self.metadata, PAUSED_ANNOTATION, "");
+        self
+    }
+
+    /// With `spec.providerID` set.
+    pub fn provisioned_as(mut self, container: &str) -> Self {
+        self.spec.provider_id = crate::docker::node::provider_id(container);
+        self
+    }
+
+    /// With the load balancer weight annotation.
+    pub fn weighted(mut self, weight: &str) -> Self {
+        add_annotation(&mut self.metadata, crate::api::WEIGHT_ANNOTATION, weight);
+        self
+    }
+
+    /// With images to preload.
+    pub fn preloading(mut self, images: &[&str]) -> Self {
+        self.spec.pre_load_images = images.iter().map(|i| i.to_string()).collect();
+        self
+    }
+
+    /// With a condition already recorded.
+    pub fn with_condition(mut self, type_: &str, status: ConditionStatus, reason: &str) -> Self {
+        let conditions = &mut self.status.get_or_insert_with(Default::default).conditions;
+        set_condition(conditions, Condition::new(type_, status, reason, ""));
+        self
+    }
+}
