@@ -12,6 +12,7 @@ pub mod capi;
 pub mod conditions;
 pub mod conversion;
 pub mod crd;
+pub mod duration;
 pub mod schema;
 pub mod v1beta1;
 pub mod v1beta2;

@@ -12,3 +12,6 @@ pub use dockermachinepool::*;
 
 /// The version string of this module's kinds.
 pub const VERSION: &str = "v1beta2";
+
+#[cfg(test)]
+mod tests;
