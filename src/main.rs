@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use capd::manager::{self, Args, Wiring, error_chain, telemetry};
+use capd::manager::{self, Args, error_chain, telemetry};
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
@@ -29,8 +29,7 @@ fn main() -> ExitCode {
         let shutdown = CancellationToken::new();
         manager::spawn_signal_handler(shutdown.clone())
             .map_err(|e| format!("install signal handlers: {}", error_chain(&e)))?;
-        // The controllers and the Docker engine check plug in here once they exist.
-        let wiring = Wiring::without_controllers();
+        let wiring = capd::controllers::wiring();
         manager::run(args, wiring, shutdown)
             .await
             .map_err(|e| error_chain(&e))

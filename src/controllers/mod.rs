@@ -9,15 +9,60 @@ pub mod backoff;
 pub mod conditions;
 pub mod context;
 pub mod dockercluster;
+pub mod dockermachine;
 pub mod error;
 pub mod loadbalancer;
 pub mod meta;
 pub mod redact;
 pub mod runner;
+pub mod start;
 pub mod tasks;
+pub mod template;
+pub mod watches;
 pub mod workload;
 
 #[cfg(test)]
 mod fixtures;
 
 pub use error::{Error, Result};
+
+use std::sync::{Arc, OnceLock};
+
+use futures::FutureExt;
+
+use crate::docker::{ContainerRuntime, DockerEngine};
+use crate::manager::{ControllerTask, Wiring};
+
+/// The manager wiring of this provider: the Docker engine check (which also opens the engine
+/// client the controllers use) and the controllers themselves.
+pub fn wiring() -> Wiring {
+    let engine: Arc<OnceLock<Arc<dyn ContainerRuntime>>> = Arc::new(OnceLock::new());
+    let slot = engine.clone();
+    let engine_check = async move {
+        let client = DockerEngine::connect().await?;
+        let host = client.host_info().await?;
+        let description = format!(
+            "Docker {} at {} (API {})",
+            host.server_version,
+            client.host(),
+            client.api_version()
+        );
+        let runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
+        let _ = slot.set(runtime);
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(description)
+    }
+    .boxed();
+    Wiring {
+        engine_check: Some(engine_check),
+        start_controllers: Box::new(move |context, stop| match engine.get() {
+            Some(runtime) => start::start(context, runtime.clone(), stop),
+            None => vec![ControllerTask {
+                name: "docker-engine",
+                future: async {
+                    tracing::error!("The Docker engine client is missing; no controller can run");
+                }
+                .boxed(),
+            }],
+        }),
+    }
+}

@@ -1,0 +1,236 @@
+//! The bootstrap task: reads what the node says about bootstrap, launches the detached runner
+//! when (and only when) bootstrap never started there, then follows the runner until it ends.
+//! A restarted manager runs the same task and simply picks up the observation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::bootstrap::Plan;
+use crate::controllers::redact::redacted_tail;
+use crate::controllers::runner::{
+    self, Probe, ProbeResult, RunnerState, RunnerStatus, START_GRACE, progress_message,
+};
+use crate::controllers::tasks::{Progress, TaskFailure, TaskResult};
+use crate::docker::{ContainerRuntime, ExecOutput, ExecRequest};
+use crate::manager::error_chain;
+
+/// How often the runner's status is read.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Consecutive failed reads of the runner's status tolerated before giving up (for a retry).
+const READ_FAILURES: u32 = 5;
+
+/// Lines of output kept in a failure message (CAPD keeps 10 of stdout and 5 of stderr).
+const TAIL_LINES: usize = 15;
+
+/// What the task needs.
+pub struct BootstrapJob {
+    /// Container engine.
+    pub runtime: Arc<dyn ContainerRuntime>,
+    /// Node container.
+    pub container: String,
+    /// The commands, or why there are none (missing or unreadable bootstrap data). Only needed
+    /// when bootstrap never started in the node.
+    pub plan: Result<Plan, String>,
+    /// `spec.bootstrapTimeout`.
+    pub timeout: Duration,
+    /// Unique suffix of the staged script.
+    pub attempt: String,
+    /// How often the runner's status is read ([`POLL_INTERVAL`]).
+    pub poll_interval: Duration,
+}
+
+async fn exec(
+    job: &BootstrapJob,
+    request: &ExecRequest,
+    what: &str,
+) -> Result<ExecOutput, TaskFailure> {
+    let out = job
+        .runtime
+        .exec(&job.container, request)
+        .await
+        .map_err(|e| {
+            TaskFailure::retryable(format!(
+                "Failed to {what} in container {}: {}",
+                job.container,
+                error_chain(&e)
+            ))
+        })?;
+    if out.success() {
+        Ok(out)
+    } else {
+        Err(TaskFailure::retryable(format!(
+            "Failed to {what} in container {}: exit code {}: {}",
+            job.container,
+            out.exit_code,
+            redacted_tail(&out.output_tail(2000), 5)
+        )))
+    }
+}
+
+async fn probe(job: &BootstrapJob) -> Result<ProbeResult, TaskFailure> {
+    let out = exec(job, &runner::probe_request(), "read the bootstrap status").await?;
+    Ok(runner::parse_probe(&out.stdout_text()))
+}
+
+/// Runs the task to its end.
+pub async fn run(job: BootstrapJob, progress: Progress) -> TaskResult {
+    let first = probe(&job).await?;
+    match first.probe {
+        Probe::SentinelOnly => {
+            return Ok(
+                "bootstrap was started before (sentinel file found); not starting it again".into(),
+            );
+        }
+        Probe::Fresh => {
+            let plan = job
+                .plan
+                .as_ref()
+                .map_err(|message| TaskFailure::retryable(message.clone()))?;
+            for warning in &plan.warnings {
+                tracing::info!(container = %job.container, warning = %warning, "Bootstrap data part skipped");
+            }
+            let script = runner::script(&plan.commands)
+                .map_err(|e| TaskFailure::terminal(format!("Invalid bootstrap data: {e}")))?;
+            let staged = runner::staging_path(&job.attempt);
+            exec(
+                &job,
+                &runner::stage_request(&staged, &script),
+                "stage the bootstrap script",
+            )
+            .await?;
+            let launched = exec(&job, &runner::launch_request(&staged), "start bootstrap").await?;
+            if launched.stdout_text().trim() == "launched" {
+                tracing::info!(container = %job.container, commands = plan.commands.len(), "Started bootstrap");
+                progress.report("Starting bootstrap");
+            }
+        }
+        Probe::Launched(_) => {
+            tracing::info!(container = %job.container, "Following a bootstrap started earlier");
+        }
+    }
+    observe(&job, &progress).await
+}
+
+async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
+    let mut failures = 0;
+    let mut pending_since = tokio::time::Instant::now();
+    loop {
+        let result = match probe(job).await {
+            Ok(result) => {
+                failures = 0;
+                result
+            }
+            Err(failure) => {
+                failures += 1;
+                if failures >= READ_FAILURES {
+                    return Err(failure);
+                }
+                tokio::time::sleep(job.poll_interval).await;
+                continue;
+            }
+        };
+        let status = match result.probe {
+            Probe::Launched(status) => status,
+            Probe::SentinelOnly => {
+                return Ok("bootstrap was started before (sentinel file found)".into());
+            }
+            Probe::Fresh => {
+                return Err(TaskFailure::retryable(
+                    "The bootstrap status disappeared from the node (was the container restarted?)",
+                ));
+            }
+        };
+        match status.state {
+            RunnerState::Succeeded => {
+                return Ok(format!("ran {} bootstrap commands", status.total));
+            }
+            RunnerState::Failed => return Err(failed(job, &status).await),
+            RunnerState::Pending => {
+                if pending_since.elapsed() > START_GRACE {
+                    return Err(TaskFailure::terminal(
+                        "The bootstrap runner was launched but never started; bootstrap is not started again on this node",
+                    ));
+                }
+            }
+            RunnerState::Running => {
+                pending_since = tokio::time::Instant::now();
+                progress.report(progress_message(&status));
+                if let Some(failure) = timed_out(job, &status, result.now).await {
+                    return Err(failure);
+                }
+            }
+        }
+        tokio::time::sleep(job.poll_interval).await;
+    }
+}
+
+/// Stops a runner that exceeded `spec.bootstrapTimeout`; a timed-out bootstrap is final (kubeadm
+/// must not run twice on a node), so the machine is left for remediation.
+async fn timed_out(
+    job: &BootstrapJob,
+    status: &RunnerStatus,
+    now: Option<i64>,
+) -> Option<TaskFailure> {
+    let (Some(started), Some(now)) = (status.started, now) else {
+        return None;
+    };
+    let elapsed = u64::try_from(now.saturating_sub(started)).unwrap_or(0);
+    if elapsed <= job.timeout.as_secs() {
+        return None;
+    }
+    if let Some(pid) = status.pid
+        && let Err(e) = job
+            .runtime
+            .exec(&job.container, &runner::stop_request(pid))
+            .await
+    {
+        tracing::warn!(container = %job.container, error = %error_chain(&e), "Stopping the bootstrap runner failed");
+    }
+    let tail = tail(job).await;
+    Some(TaskFailure::terminal(format!(
+        "Bootstrap did not finish within {}s; it was stopped during command [{}] ({} of {}){}",
+        job.timeout.as_secs(),
+        status.description,
+        status.step,
+        status.total,
+        with_output(&tail)
+    )))
+}
+
+async fn failed(job: &BootstrapJob, status: &RunnerStatus) -> TaskFailure {
+    let tail = tail(job).await;
+    let exit = status
+        .exit_code
+        .map_or_else(|| "unknown".to_string(), |c| c.to_string());
+    TaskFailure::terminal(format!(
+        "Bootstrap command [{}] ({} of {}) failed with exit code {exit}{}",
+        status.description,
+        status.step,
+        status.total,
+        with_output(&tail)
+    ))
+}
+
+fn with_output(tail: &str) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; last output:\n{tail}")
+    }
+}
+
+/// The redacted end of the runner's output.
+async fn tail(job: &BootstrapJob) -> String {
+    match job
+        .runtime
+        .exec(&job.container, &runner::tail_request(TAIL_LINES * 3))
+        .await
+    {
+        Ok(out) => redacted_tail(&out.stdout_text(), TAIL_LINES),
+        Err(e) => {
+            tracing::warn!(container = %job.container, error = %error_chain(&e), "Reading the bootstrap output failed");
+            String::new()
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Scenario tests of the bootstrap task against the fake runtime, with a simulated runner in the
+//! node (the runner script itself is tested with a real shell in `runner_tests`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::runtime::reflector::ObjectRef;
+
+use super::bootstrap::{BootstrapJob, run};
+use crate::bootstrap::{Command, Plan};
+use crate::controllers::tasks::{TaskKind, TaskRegistry, TaskState};
+use crate::docker::node::{NodeRole, NodeSpec, create_node};
+use crate::docker::{ContainerRuntime, ExecOutput, ExecRequest, ExecStdin, FakeRuntime};
+
+/// What the simulated node holds.
+#[derive(Default)]
+struct Node {
+    launched: bool,
+    sentinel: bool,
+    launches: u32,
+    stages: Vec<Vec<u8>>,
+    /// Status files returned by successive probes once launched (the last one repeats).
+    statuses: Vec<String>,
+    probes: usize,
+    tail: String,
+    stopped: Vec<String>,
+}
+
+fn out(stdout: &str) -> Option<ExecOutput> {
+    Some(ExecOutput {
+        stdout: stdout.as_bytes().to_vec(),
+        ..Default::default()
+    })
+}
+
+fn simulate(fake: &FakeRuntime, node: Arc<Mutex<Node>>) {
+    fake.on_exec(move |_, request: &ExecRequest| {
+        let script = request.argv.get(2)?.clone();
+        let mut node = node.lock().unwrap();
+        if script.contains("umask 077") {
+            if let Some(ExecStdin::Bytes(data)) = &request.stdin {
+                node.stages.push(data.clone());
+            }
+            return out("");
+        }
+        if script.contains("already-launched") {
+            if node.launched {
+                return out("already-launched\n");
+            }
+            node.launched = true;
+            node.launches += 1;
+            return out("launched\n");
+        }
+        if script.contains("echo \"now=") {
+            let mut text = "now=1700000100\n".to_string();
+            if node.launched {
+                let index = node.probes.min(node.statuses.len().saturating_sub(1));
+                node.probes += 1;
+                text.push_str("launched=true\n");
+                text.push_str(
+                    node.statuses
+                        .get(index)
+                        .map_or("state=pending", String::as_str),
+                );
+            } else if node.sentinel {
+                text.push_str("sentinel=true\n");
+            }
+            return out(&text);
+        }
+        if script.contains("tail -n") {
+            return out(&node.tail.clone());
+        }
+        if script.contains("kill -TERM") {
+            node.stopped
+                .push(request.argv.get(4).cloned().unwrap_or_default());
+            return out("");
+        }
+        None
+    });
+}
+
+fn status(state: &str, step: usize, exit: &str) -> String {
+    format!(
+        "state={state}\nstep={step}\ntotal=3\nexit={exit}\nstarted=1700000000\nfinished=\npid=77\ndescription=run kubeadm join\n"
+    )
+}
+
+fn plan() -> Plan {
+    Plan {
+        commands: vec![Command {
+            argv: vec!["/bin/sh".into(), "-c".into(), "cat > /etc/secret".into()],
+            stdin: Some(b"super-secret-key".to_vec()),
+            retries: 5,
+            description: "write /etc/secret".into(),
+        }],
+        warnings: vec![],
+    }
+}
+
+async fn run_job(
+    node: Node,
+    plan: Result<Plan, String>,
+    timeout: Duration,
+) -> (TaskState, Arc<Mutex<Node>>) {
+    let fake = FakeRuntime::new();
+    fake.add_image("node:test");
+    fake.add_network(crate::docker::NetworkInfo {
+        id: "net".into(),
+        name: "kind".into(),
+        ..Default::default()
+    });
+    let spec = NodeSpec::new("c1", "c1-m1", NodeRole::Worker, "node:test", "kind");
+    create_node(&fake, &spec).await.unwrap();
+    let node = Arc::new(Mutex::new(node));
+    simulate(&fake, node.clone());
+    let job = BootstrapJob {
+        runtime: Arc::new(fake) as Arc<dyn ContainerRuntime>,
+        container: "c1-m1".into(),
+        plan,
+        timeout,
+        attempt: "a1".into(),
+        poll_interval: Duration::from_millis(5),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let tasks = TaskRegistry::new(tx);
+    let machine = ObjectRef::new("m1").within("default");
+    tasks.start(&machine, "u", TaskKind::Bootstrap, "", |p| run(job, p));
+    let state = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            rx.recv().await.unwrap();
+            if let Some(state) = tasks.state(&machine, "u", TaskKind::Bootstrap)
+                && !matches!(state, TaskState::Running(_))
+            {
+                return state;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    (state, node)
+}
+
+const FIVE_MINUTES: Duration = Duration::from_secs(300);
+
+#[tokio::test]
+async fn a_fresh_node_is_bootstrapped_once_by_a_detached_runner() {
+    let node = Node {
+        statuses: vec![status("running", 2, ""), status("succeeded", 3, "0")],
+        ..Default::default()
+    };
+    let (state, node) = run_job(node, Ok(plan()), FIVE_MINUTES).await;
+    assert_eq!(
+        state,
+        TaskState::Succeeded("ran 3 bootstrap commands".into())
+    );
+    let node = node.lock().unwrap();
+    assert_eq!(node.launches, 1);
+    assert_eq!(node.stages.len(), 1);
+    let script = String::from_utf8_lossy(&node.stages[0]);
+    assert!(script.contains("step 1 'write /etc/secret'"), "{script}");
+    assert!(
+        !script.contains("super-secret-key"),
+        "stdin travels base64-encoded, never as shell text"
+    );
+}
+
+#[tokio::test]
+async fn a_restarted_manager_only_observes_a_runner_already_launched() {
+    let node = Node {
+        launched: true,
+        statuses: vec![status("running", 2, ""), status("succeeded", 3, "0")],
+        ..Default::default()
+    };
+    let (state, node) = run_job(node, Err("secret gone".into()), FIVE_MINUTES).await;
+    assert!(matches!(state, TaskState::Succeeded(_)));
+    let node = node.lock().unwrap();
+    assert_eq!(node.launches, 0, "no second bootstrap");
+    assert!(node.stages.is_empty());
+}
+
+#[tokio::test]
+async fn a_node_bootstrapped_by_another_provider_is_not_bootstrapped_again() {
+    let node = Node {
+        sentinel: true,
+        ..Default::default()
+    };
+    let (state, node) = run_job(node, Ok(plan()), FIVE_MINUTES).await;
+    assert!(matches!(state, TaskState::Succeeded(_)));
+    assert_eq!(node.lock().unwrap().launches, 0);
+}
+
+#[tokio::test]
+async fn a_failed_command_is_final_and_its_output_is_redacted() {
+    let node = Node {
+        statuses: vec![status("failed", 3, "1")],
+        tail: "### [3/3] run kubeadm join\n[preflight] Running pre-flight checks\nkubeadm join 172.18.0.3:6443 --token abcdef.0123456789abcdef\nerror execution phase preflight: couldn't validate the identity of the API Server\n### exit code 1\n".into(),
+        ..Default::default()
+    };
+    let (state, _) = run_job(node, Ok(plan()), FIVE_MINUTES).await;
+    let TaskState::Failed { message, terminal } = state else {
+        panic!("expected a failure, got {state:?}");
+    };
+    assert!(terminal);
+    assert!(
+        message
+            .starts_with("Bootstrap command [run kubeadm join] (3 of 3) failed with exit code 1"),
+        "{message}"
+    );
+    assert!(
+        message.contains("couldn't validate the identity"),
+        "{message}"
+    );
+    assert!(!message.contains("abcdef.0123456789abcdef"), "{message}");
+}
+
+#[tokio::test]
+async fn missing_bootstrap_data_launches_nothing_and_can_be_retried() {
+    let (state, node) = run_job(
+        Node::default(),
+        Err("Bootstrap data secret default/m1 not found".into()),
+        FIVE_MINUTES,
+    )
+    .await;
+    assert_eq!(
+        state,
+        TaskState::Failed {
+            message: "Bootstrap data secret default/m1 not found".into(),
+            terminal: false
+        }
+    );
+    assert_eq!(node.lock().unwrap().launches, 0);
+}
+
+#[tokio::test]
+async fn a_bootstrap_over_its_timeout_is_stopped_and_final() {
+    let node = Node {
+        launched: true,
+        statuses: vec![status("running", 2, "")],
+        tail: "waiting for the kubelet\n".into(),
+        ..Default::default()
+    };
+    let (state, node) = run_job(node, Ok(plan()), Duration::from_secs(60)).await;
+    let TaskState::Failed { message, terminal } = state else {
+        panic!("expected a failure, got {state:?}");
+    };
+    assert!(terminal);
+    assert!(
+        message.starts_with("Bootstrap did not finish within 60s"),
+        "{message}"
+    );
+    assert_eq!(node.lock().unwrap().stopped, vec!["77".to_string()]);
+}

@@ -1,0 +1,197 @@
+//! The node container of a DockerMachine: its name, its spec, and its addresses.
+
+use ipnetwork::IpNetwork;
+
+use crate::api::capi::Machine;
+use crate::api::v1beta2::{DockerMachine, MachineAddress, MachineAddressType};
+use crate::controllers::error::{Error, Result};
+use crate::docker::kind::{KindMode, Mapping, mapping};
+use crate::docker::node::{
+    self, AddressType, ExtraMount, HostQuirks, IpFamily, NodeRole, NodeSpec, ProxyEnv,
+    machine_container_name,
+};
+
+/// The container name of a machine (CAPD: the Machine's name, prefixed with the cluster name
+/// unless it already starts with it).
+pub fn container_name(cluster: &str, machine: &Machine, docker_machine: &DockerMachine) -> String {
+    let name = machine
+        .metadata
+        .name
+        .as_deref()
+        .or(docker_machine.metadata.name.as_deref())
+        .unwrap_or_default();
+    machine_container_name(cluster, name)
+}
+
+/// The node image and how to run it, from the Machine's version and `spec.customImage`.
+///
+/// # Errors
+/// [`Error::NodeImage`] when there is no custom image and the version is missing or invalid.
+pub fn node_image(machine: &Machine, docker_machine: &DockerMachine) -> Result<Mapping> {
+    let custom = Some(docker_machine.spec.custom_image.as_str()).filter(|i| !i.trim().is_empty());
+    match (machine.spec.version.as_deref(), custom) {
+        (Some(version), _) => mapping(version, custom).map_err(Error::NodeImage),
+        (None, Some(image)) => Ok(Mapping {
+            kubernetes_version: String::new(),
+            mode: KindMode::LATEST,
+            image: image.to_string(),
+        }),
+        (None, None) => mapping("", None).map_err(Error::NodeImage),
+    }
+}
+
+/// Everything the node spec depends on besides the objects.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    /// Network name.
+    pub network: String,
+    /// Its subnets (for `NO_PROXY`).
+    pub subnets: Vec<IpNetwork>,
+    /// Cluster IP family.
+    pub family: IpFamily,
+    /// Proxy variables of the manager.
+    pub proxy: ProxyEnv,
+    /// Engine host quirks.
+    pub quirks: HostQuirks,
+}
+
+/// The node container to run for a machine.
+pub fn node_spec(
+    cluster: &str,
+    name: &str,
+    machine: &Machine,
+    docker_machine: &DockerMachine,
+    image: &Mapping,
+    env: &Environment,
+) -> NodeSpec {
+    let role = if machine.is_control_plane() {
+        NodeRole::ControlPlane
+    } else {
+        NodeRole::Worker
+    };
+    let mut spec = NodeSpec::new(cluster, name, role, &image.image, &env.network);
+    spec.mode = image.mode;
+    spec.network_subnets.clone_from(&env.subnets);
+    spec.failure_domain = machine
+        .spec
+        .failure_domain
+        .clone()
+        .filter(|fd| !fd.is_empty());
+    spec.extra_mounts = docker_machine
+        .spec
+        .extra_mounts
+        .iter()
+        .map(|m| ExtraMount {
+            container_path: m.container_path.clone(),
+            host_path: m.host_path.clone(),
+            read_only: m.read_only,
+        })
+        .collect();
+    spec.ip_family = env.family;
+    spec.proxy = env.proxy.clone();
+    spec.host = env.quirks.clone();
+    spec
+}
+
+/// Converts the runtime's addresses into the API's.
+pub fn api_addresses(addresses: Vec<node::MachineAddress>) -> Vec<MachineAddress> {
+    addresses
+        .into_iter()
+        .map(|a| MachineAddress {
+            type_: match a.kind {
+                AddressType::Hostname => MachineAddressType::Hostname,
+                AddressType::InternalIp => MachineAddressType::InternalIP,
+                AddressType::ExternalIp => MachineAddressType::ExternalIP,
+            },
+            address: a.address,
+        })
+        .collect()
+}
+
+/// The kubelet flavour the bootstrap translation needs for an image mode.
+pub fn bootstrap_mode(mode: KindMode) -> crate::bootstrap::KindMode {
+    match mode {
+        KindMode::Kind0_19 => crate::bootstrap::KindMode::V0_19,
+        KindMode::Kind0_20 | KindMode::None => crate::bootstrap::KindMode::V0_20,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v1beta2::Mount;
+
+    fn env() -> Environment {
+        Environment {
+            network: "kind".into(),
+            subnets: vec![],
+            family: IpFamily::V4,
+            proxy: ProxyEnv::default(),
+            quirks: HostQuirks::default(),
+        }
+    }
+
+    #[test]
+    fn container_names_are_prefixed_with_the_cluster_once() {
+        let dm = DockerMachine::test("m1");
+        assert_eq!(container_name("c1", &Machine::test("m1"), &dm), "c1-m1");
+        assert_eq!(
+            container_name("c1", &Machine::test("c1-md-x"), &dm),
+            "c1-md-x"
+        );
+    }
+
+    #[test]
+    fn a_control_plane_in_a_failure_domain_gets_its_role_label_and_mounts() {
+        let machine = Machine::test("m1").control_plane().in_failure_domain("fd1");
+        let mut dm = DockerMachine::test("m1");
+        dm.spec.extra_mounts = vec![Mount {
+            container_path: "/var/run/docker.sock".into(),
+            host_path: "/var/run/docker.sock".into(),
+            read_only: false,
+        }];
+        let image = node_image(&machine, &dm).unwrap();
+        let spec = node_spec("c1", "c1-m1", &machine, &dm, &image, &env()).container_spec();
+        assert_eq!(
+            spec.labels.get("io.x-k8s.kind.role").map(String::as_str),
+            Some("control-plane")
+        );
+        assert_eq!(
+            spec.labels
+                .get("io.x-k8s.cluster.failureDomain")
+                .map(String::as_str),
+            Some("fd1")
+        );
+        assert!(
+            spec.mounts
+                .iter()
+                .any(|m| m.container_path == "/var/run/docker.sock")
+        );
+        assert!(
+            spec.image.starts_with("kindest/node:v1.31.2"),
+            "{}",
+            spec.image
+        );
+    }
+
+    #[test]
+    fn a_custom_image_wins_and_works_without_a_version() {
+        let mut machine = Machine::test("m1");
+        let mut dm = DockerMachine::test("m1");
+        dm.spec.custom_image = "capd-test/node:dev".into();
+        assert_eq!(
+            node_image(&machine, &dm).unwrap().image,
+            "capd-test/node:dev"
+        );
+        machine.spec.version = None;
+        assert_eq!(
+            node_image(&machine, &dm).unwrap().image,
+            "capd-test/node:dev"
+        );
+        dm.spec.custom_image.clear();
+        assert!(matches!(
+            node_image(&machine, &dm),
+            Err(Error::NodeImage(_))
+        ));
+    }
+}

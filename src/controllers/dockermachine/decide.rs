@@ -1,0 +1,627 @@
+//! Pure decisions of the DockerMachine reconcile, one function per step, in CAPD's order:
+//! gate → container → load balancer → cgroups → preloaded images → provisioned → bootstrap.
+//! Each returns the condition to record and what to do; the reconcile performs it.
+
+use std::time::Duration;
+
+use crate::api::capi::{Cluster, Machine, is_paused};
+use crate::api::conditions::{
+    BOOTSTRAP_COMPLETED_CONDITION, CGROUPS_READY_CONDITION, COMPLETED_REASON,
+    CONTAINER_PROVISIONED_CONDITION, Condition, ConditionStatus, DELETING_REASON, FAILED_REASON,
+    NOT_COMPLETED_REASON, NOT_PROVISIONED_REASON, NOT_READY_REASON,
+    PRELOADED_IMAGES_READY_CONDITION, PROVISIONED_REASON, READY_REASON,
+    WAITING_FOR_BOOTSTRAP_DATA_REASON, WAITING_FOR_CGROUPS_REASON,
+    WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON, WAITING_FOR_CONTAINER_REASON,
+    WAITING_FOR_CONTROL_PLANE_INITIALIZED_REASON, WAITING_FOR_PRELOADED_IMAGES_REASON,
+    find_condition,
+};
+use crate::api::conditions::{legacy, set_condition};
+use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachineStatus};
+use crate::api::{DOCKER_MACHINE_FINALIZER, WEIGHT_ANNOTATION};
+use crate::controllers::conditions::{
+    Legacy, condition, paused_condition, set_legacy_condition, set_legacy_ready_summary,
+    set_ready_summary,
+};
+use crate::controllers::meta::{is_deleting, owner_machine};
+use crate::controllers::tasks::TaskState;
+
+/// Pause before a failed cgroups or preload task is tried again (CAPD: 5 s).
+pub const STEP_RETRY: Duration = Duration::from_secs(5);
+
+/// Pause before looking again for the workload cluster or its Node (CAPD: 5 s).
+pub const NODE_RETRY: Duration = Duration::from_secs(5);
+
+/// What the reconcile does with a DockerMachine before touching any infrastructure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Leave it; the text says why (logged).
+    Skip(&'static str),
+    /// The owner Machine is unknown while deleting: only remove our finalizer.
+    ReleaseFinalizer,
+    /// Paused: only record the `Paused` condition.
+    Paused,
+    /// Reconcile (normal or delete).
+    Proceed,
+}
+
+/// The objects around a DockerMachine, as found.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Owners<'a> {
+    /// The owner Machine.
+    pub machine: Option<&'a Machine>,
+    /// The Cluster named by the Machine.
+    pub cluster: Option<&'a Cluster>,
+    /// The Cluster's DockerCluster.
+    pub docker_cluster: Option<&'a DockerCluster>,
+}
+
+/// The preamble, in CAPD's order: owner Machine, Cluster, DockerCluster, paused,
+/// `spec.infrastructureRef`. A DockerMachine being deleted proceeds as soon as its Machine
+/// reference exists, so its container is removed even when the other objects are already gone.
+pub fn gate(docker_machine: &DockerMachine, owners: Owners<'_>) -> Gate {
+    let meta = &docker_machine.metadata;
+    let deleting = is_deleting(meta);
+    let has_finalizer = meta
+        .finalizers
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|f| f == DOCKER_MACHINE_FINALIZER);
+    if owner_machine(meta).is_none() {
+        return if deleting && has_finalizer {
+            Gate::ReleaseFinalizer
+        } else {
+            Gate::Skip("Waiting for Machine Controller to set OwnerRef on DockerMachine")
+        };
+    }
+    if deleting && (owners.machine.is_none() || owners.cluster.is_none()) {
+        return Gate::Proceed;
+    }
+    let Some(_machine) = owners.machine else {
+        return Gate::Skip("Waiting for the owner Machine to exist");
+    };
+    let Some(cluster) = owners.cluster else {
+        return Gate::Skip("Waiting for the Cluster to exist");
+    };
+    if owners.docker_cluster.is_none() && !deleting {
+        return Gate::Skip("DockerCluster is not available yet");
+    }
+    if is_paused(cluster, meta) {
+        return Gate::Paused;
+    }
+    if cluster.spec.infrastructure_ref.is_none() && !deleting {
+        return Gate::Skip("Cluster has no infrastructureRef yet");
+    }
+    Gate::Proceed
+}
+
+/// What the container step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContainerStep {
+    /// The container runs.
+    Running,
+    /// The machine was provisioned but its container is gone or stopped: report it and leave the
+    /// machine to be remediated (a provisioned node is never silently replaced).
+    Lost,
+    /// Wait; the condition says for what.
+    Wait(Condition),
+    /// Remove the stopped container, then create a new one.
+    Recreate,
+    /// Create the container.
+    Create,
+}
+
+/// What the engine says about the node container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observed {
+    /// No such container.
+    Absent,
+    /// It exists but does not run.
+    Stopped,
+    /// It runs.
+    Running,
+}
+
+/// The container step (CAPD's `reconcileContainer`).
+pub fn container_step(
+    docker_machine: &DockerMachine,
+    machine: &Machine,
+    cluster: &Cluster,
+    observed: Observed,
+) -> ContainerStep {
+    let generation = docker_machine.metadata.generation;
+    if !docker_machine.spec.provider_id.is_empty() {
+        return if observed == Observed::Running {
+            ContainerStep::Running
+        } else {
+            ContainerStep::Lost
+        };
+    }
+    if observed == Observed::Running {
+        return ContainerStep::Running;
+    }
+    if !cluster.infrastructure_provisioned() {
+        return ContainerStep::Wait(condition(
+            CONTAINER_PROVISIONED_CONDITION,
+            ConditionStatus::False,
+            WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON,
+            "Waiting for the Cluster infrastructure to be ready",
+            generation,
+        ));
+    }
+    if machine.bootstrap_data_secret_name().is_none() {
+        let wait = if !machine.is_control_plane() && !cluster.control_plane_initialized() {
+            (
+                WAITING_FOR_CONTROL_PLANE_INITIALIZED_REASON,
+                "Waiting for the control plane to be initialized",
+            )
+        } else {
+            (
+                WAITING_FOR_BOOTSTRAP_DATA_REASON,
+                "Waiting for the bootstrap data secret",
+            )
+        };
+        return ContainerStep::Wait(condition(
+            CONTAINER_PROVISIONED_CONDITION,
+            ConditionStatus::False,
+            wait.0,
+            wait.1,
+            generation,
+        ));
+    }
+    match observed {
+        Observed::Stopped => ContainerStep::Recreate,
+        Observed::Absent | Observed::Running => ContainerStep::Create,
+    }
+}
+
+/// `ContainerProvisioned` for a running container.
+pub fn provisioned(generation: Option<i64>) -> Condition {
+    condition(
+        CONTAINER_PROVISIONED_CONDITION,
+        ConditionStatus::True,
+        PROVISIONED_REASON,
+        "",
+        generation,
+    )
+}
+
+/// `ContainerProvisioned` for a container that is not running (anymore).
+pub fn not_provisioned(message: impl Into<String>, generation: Option<i64>) -> Condition {
+    condition(
+        CONTAINER_PROVISIONED_CONDITION,
+        ConditionStatus::False,
+        NOT_PROVISIONED_REASON,
+        message,
+        generation,
+    )
+}
+
+/// A load balancer change a control plane machine asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadBalancerStep {
+    /// Add the machine (weight 100), then annotate it `100`.
+    Register,
+    /// The Machine is being deleted: drain it (weight 0), then annotate it `0`.
+    Drain,
+}
+
+/// The load balancer step of a control plane machine (CAPD's triggers 1 and 2).
+pub fn load_balancer_step(
+    docker_machine: &DockerMachine,
+    machine: &Machine,
+    container_provisioned: bool,
+) -> Option<LoadBalancerStep> {
+    if !machine.is_control_plane() {
+        return None;
+    }
+    let weight = docker_machine
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(WEIGHT_ANNOTATION))
+        .map(String::as_str)
+        .unwrap_or_default();
+    if is_deleting(&machine.metadata) {
+        return (weight == "100").then_some(LoadBalancerStep::Drain);
+    }
+    (container_provisioned && weight.is_empty()).then_some(LoadBalancerStep::Register)
+}
+
+/// The weight annotation value a load balancer step leaves.
+pub fn weight_after(step: LoadBalancerStep) -> &'static str {
+    match step {
+        LoadBalancerStep::Register => "100",
+        LoadBalancerStep::Drain => "0",
+    }
+}
+
+/// What to do about one of the slow steps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepDecision {
+    /// The condition to record.
+    pub condition: Condition,
+    /// What to do with the task.
+    pub task: TaskAction,
+}
+
+/// What to do with a step's background task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskAction {
+    /// Nothing.
+    None,
+    /// Start it.
+    Start,
+    /// Forget its failure and look again after a pause.
+    RetryAfter(Duration),
+    /// Forget its failure and look again after the machine's growing backoff (the failure
+    /// needs someone to fix something, such as a missing bootstrap data secret).
+    RetryWithBackoff,
+}
+
+fn is_true(docker_machine: &DockerMachine, type_: &str) -> bool {
+    docker_machine
+        .status
+        .as_ref()
+        .and_then(|s| find_condition(&s.conditions, type_))
+        .is_some_and(Condition::is_true)
+}
+
+fn step(condition: Condition, task: TaskAction) -> StepDecision {
+    StepDecision { condition, task }
+}
+
+/// `CGroupsReady`: the node's init reached the multi-user target and `crictl` answers. Done for
+/// good once true, or once `spec.providerID` is set (a moved or restored machine).
+pub fn cgroups_step(
+    docker_machine: &DockerMachine,
+    container_running: bool,
+    task: Option<&TaskState>,
+) -> StepDecision {
+    let generation = docker_machine.metadata.generation;
+    let ready = || {
+        condition(
+            CGROUPS_READY_CONDITION,
+            ConditionStatus::True,
+            READY_REASON,
+            "",
+            generation,
+        )
+    };
+    if !docker_machine.spec.provider_id.is_empty()
+        || is_true(docker_machine, CGROUPS_READY_CONDITION)
+    {
+        return step(ready(), TaskAction::None);
+    }
+    if !container_running {
+        return step(
+            condition(
+                CGROUPS_READY_CONDITION,
+                ConditionStatus::False,
+                WAITING_FOR_CONTAINER_REASON,
+                "",
+                generation,
+            ),
+            TaskAction::None,
+        );
+    }
+    task_step(
+        CGROUPS_READY_CONDITION,
+        READY_REASON,
+        "Waiting for the node to boot",
+        task,
+        generation,
+    )
+}
+
+/// `PreLoadedImagesReady`: the images of `spec.preLoadImages` are in the node's containerd.
+pub fn preload_step(
+    docker_machine: &DockerMachine,
+    container_running: bool,
+    cgroups_ready: bool,
+    task: Option<&TaskState>,
+) -> StepDecision {
+    let generation = docker_machine.metadata.generation;
+    let ready = || {
+        condition(
+            PRELOADED_IMAGES_READY_CONDITION,
+            ConditionStatus::True,
+            READY_REASON,
+            "",
+            generation,
+        )
+    };
+    if !docker_machine.spec.provider_id.is_empty()
+        || is_true(docker_machine, PRELOADED_IMAGES_READY_CONDITION)
+    {
+        return step(ready(), TaskAction::None);
+    }
+    let waiting = |reason| {
+        step(
+            condition(
+                PRELOADED_IMAGES_READY_CONDITION,
+                ConditionStatus::False,
+                reason,
+                "",
+                generation,
+            ),
+            TaskAction::None,
+        )
+    };
+    if !container_running {
+        return waiting(WAITING_FOR_CONTAINER_REASON);
+    }
+    if !cgroups_ready {
+        return waiting(WAITING_FOR_CGROUPS_REASON);
+    }
+    if docker_machine.spec.pre_load_images.is_empty() {
+        return step(ready(), TaskAction::None);
+    }
+    task_step(
+        PRELOADED_IMAGES_READY_CONDITION,
+        READY_REASON,
+        "Loading images",
+        task,
+        generation,
+    )
+}
+
+fn task_step(
+    type_: &str,
+    done_reason: &str,
+    starting: &str,
+    task: Option<&TaskState>,
+    generation: Option<i64>,
+) -> StepDecision {
+    match task {
+        None => step(
+            condition(
+                type_,
+                ConditionStatus::False,
+                NOT_READY_REASON,
+                starting,
+                generation,
+            ),
+            TaskAction::Start,
+        ),
+        Some(TaskState::Running(progress)) => step(
+            condition(
+                type_,
+                ConditionStatus::False,
+                NOT_READY_REASON,
+                progress.clone(),
+                generation,
+            ),
+            TaskAction::None,
+        ),
+        Some(TaskState::Succeeded(_)) => step(
+            condition(type_, ConditionStatus::True, done_reason, "", generation),
+            TaskAction::None,
+        ),
+        Some(TaskState::Failed { message, .. }) => step(
+            condition(
+                type_,
+                ConditionStatus::False,
+                NOT_READY_REASON,
+                message.clone(),
+                generation,
+            ),
+            TaskAction::RetryAfter(STEP_RETRY),
+        ),
+    }
+}
+
+/// Whether the infrastructure is provisioned (CAPD 1.14: container, cgroups and images ready,
+/// before bootstrap runs): then `spec.providerID` and `status.initialization.provisioned` are set.
+pub fn infrastructure_ready(
+    container_running: bool,
+    cgroups_ready: bool,
+    images_ready: bool,
+) -> bool {
+    container_running && cgroups_ready && images_ready
+}
+
+/// `BootstrapCompleted`. Bootstrap is never started twice: a `True` or `Failed` condition is
+/// final, a Machine that has a Node is complete, and the task itself refuses to launch when the
+/// node shows any trace of an earlier run.
+pub fn bootstrap_step(
+    docker_machine: &DockerMachine,
+    machine: &Machine,
+    prerequisites: [bool; 3],
+    task: Option<&TaskState>,
+) -> StepDecision {
+    let generation = docker_machine.metadata.generation;
+    let current = docker_machine
+        .status
+        .as_ref()
+        .and_then(|s| find_condition(&s.conditions, BOOTSTRAP_COMPLETED_CONDITION));
+    let completed = || {
+        condition(
+            BOOTSTRAP_COMPLETED_CONDITION,
+            ConditionStatus::True,
+            COMPLETED_REASON,
+            "",
+            generation,
+        )
+    };
+    if let Some(current) = current
+        && (current.is_true() || current.reason == FAILED_REASON)
+    {
+        let mut kept = current.clone();
+        kept.observed_generation = generation;
+        return step(kept, TaskAction::None);
+    }
+    if machine.node_name().is_some() {
+        return step(completed(), TaskAction::None);
+    }
+    let [container, cgroups, images] = prerequisites;
+    let waiting = |reason| {
+        step(
+            condition(
+                BOOTSTRAP_COMPLETED_CONDITION,
+                ConditionStatus::False,
+                reason,
+                "",
+                generation,
+            ),
+            TaskAction::None,
+        )
+    };
+    if !container {
+        return waiting(WAITING_FOR_CONTAINER_REASON);
+    }
+    if !cgroups {
+        return waiting(WAITING_FOR_CGROUPS_REASON);
+    }
+    if !images {
+        return waiting(WAITING_FOR_PRELOADED_IMAGES_REASON);
+    }
+    let not_ready = |message: String| {
+        condition(
+            BOOTSTRAP_COMPLETED_CONDITION,
+            ConditionStatus::False,
+            NOT_READY_REASON,
+            message,
+            generation,
+        )
+    };
+    match task {
+        None => {
+            // After a manager restart the condition still says what the runner was doing.
+            let message = current
+                .filter(|c| c.reason == NOT_READY_REASON && !c.message.is_empty())
+                .map_or_else(|| "Starting bootstrap".to_string(), |c| c.message.clone());
+            step(not_ready(message), TaskAction::Start)
+        }
+        Some(TaskState::Running(progress)) => step(not_ready(progress.clone()), TaskAction::None),
+        Some(TaskState::Succeeded(_)) => step(completed(), TaskAction::None),
+        Some(TaskState::Failed {
+            message,
+            terminal: true,
+        }) => step(
+            condition(
+                BOOTSTRAP_COMPLETED_CONDITION,
+                ConditionStatus::False,
+                FAILED_REASON,
+                message.clone(),
+                generation,
+            ),
+            TaskAction::None,
+        ),
+        Some(TaskState::Failed {
+            message,
+            terminal: false,
+        }) => step(
+            condition(
+                BOOTSTRAP_COMPLETED_CONDITION,
+                ConditionStatus::False,
+                NOT_COMPLETED_REASON,
+                message.clone(),
+                generation,
+            ),
+            TaskAction::RetryWithBackoff,
+        ),
+    }
+}
+
+/// `ContainerProvisioned=False/Deleting` while the machine is deleted.
+pub fn deleting(generation: Option<i64>) -> Condition {
+    condition(
+        CONTAINER_PROVISIONED_CONDITION,
+        ConditionStatus::False,
+        DELETING_REASON,
+        "Deleting the node container",
+        generation,
+    )
+}
+
+/// Completes the status: `Ready` summary, `Paused=False`, and the legacy (v1beta1) conditions
+/// derived from the v1beta2 ones.
+pub fn summarize(status: &mut DockerMachineStatus, generation: Option<i64>) {
+    set_condition(&mut status.conditions, paused_condition(false, generation));
+    set_ready_summary(
+        &mut status.conditions,
+        &[
+            CONTAINER_PROVISIONED_CONDITION,
+            CGROUPS_READY_CONDITION,
+            PRELOADED_IMAGES_READY_CONDITION,
+            BOOTSTRAP_COMPLETED_CONDITION,
+        ],
+        generation,
+    );
+    let container = find_condition(&status.conditions, CONTAINER_PROVISIONED_CONDITION).cloned();
+    let bootstrap = find_condition(&status.conditions, BOOTSTRAP_COMPLETED_CONDITION).cloned();
+    let legacy_conditions = &mut status.deprecated.v1beta1.conditions;
+    if let Some(container) = &container {
+        set_legacy_condition(legacy_conditions, legacy_container(container));
+    }
+    if container.as_ref().is_some_and(Condition::is_true)
+        && let Some(bootstrap) = &bootstrap
+    {
+        set_legacy_condition(legacy_conditions, legacy_bootstrap(bootstrap));
+    }
+    set_legacy_ready_summary(
+        legacy_conditions,
+        &[
+            legacy::CONTAINER_PROVISIONED_CONDITION,
+            legacy::BOOTSTRAP_EXEC_SUCCEEDED_CONDITION,
+        ],
+    );
+}
+
+fn legacy_container(current: &Condition) -> Legacy {
+    let type_ = legacy::CONTAINER_PROVISIONED_CONDITION;
+    if current.is_true() {
+        return Legacy::ok(type_);
+    }
+    let (reason, severity) = match current.reason.as_str() {
+        WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON => (
+            legacy::WAITING_FOR_CLUSTER_INFRASTRUCTURE_REASON,
+            legacy::SEVERITY_INFO,
+        ),
+        WAITING_FOR_BOOTSTRAP_DATA_REASON | WAITING_FOR_CONTROL_PLANE_INITIALIZED_REASON => (
+            legacy::WAITING_FOR_BOOTSTRAP_DATA_REASON,
+            legacy::SEVERITY_INFO,
+        ),
+        DELETING_REASON => (legacy::DELETING_REASON, legacy::SEVERITY_INFO),
+        _ if current.message.contains("not running anymore") => {
+            (legacy::CONTAINER_DELETED_REASON, legacy::SEVERITY_ERROR)
+        }
+        _ => (
+            legacy::CONTAINER_PROVISIONING_FAILED_REASON,
+            legacy::SEVERITY_WARNING,
+        ),
+    };
+    Legacy::not_ok(type_, reason, severity, current.message.clone())
+}
+
+fn legacy_bootstrap(current: &Condition) -> Legacy {
+    let type_ = legacy::BOOTSTRAP_EXEC_SUCCEEDED_CONDITION;
+    if current.is_true() {
+        return Legacy::ok(type_);
+    }
+    if current.reason == FAILED_REASON {
+        return Legacy::not_ok(
+            type_,
+            legacy::BOOTSTRAP_FAILED_REASON,
+            legacy::SEVERITY_WARNING,
+            current.message.clone(),
+        );
+    }
+    Legacy::not_ok(
+        type_,
+        legacy::BOOTSTRAPPING_REASON,
+        legacy::SEVERITY_INFO,
+        current.message.clone(),
+    )
+}
+
+/// The status while paused: only `Paused` changes.
+pub fn paused_status(docker_machine: &DockerMachine) -> DockerMachineStatus {
+    let mut status = docker_machine.status.clone().unwrap_or_default();
+    set_condition(
+        &mut status.conditions,
+        paused_condition(true, docker_machine.metadata.generation),
+    );
+    status
+}

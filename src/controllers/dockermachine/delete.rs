@@ -1,0 +1,80 @@
+//! Deleting a DockerMachine: stop its tasks, remove its container, take it out of the load
+//! balancer. The finalizer is removed only once the container is really gone.
+
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+
+use super::container::container_name;
+use super::{Fetched, decide, write_status};
+use crate::api::conditions::set_condition;
+use crate::api::v1beta2::DockerMachine;
+use crate::controllers::context::{Context, EventKind};
+use crate::controllers::error::{Error, Result};
+use crate::controllers::loadbalancer::sync_backends;
+use crate::docker::loadbalancer::find_load_balancer;
+use crate::docker::node::{
+    NodeRole, ROLE_LABEL, delete_node, find_container, machine_container_name,
+};
+
+/// Deletes the machine's infrastructure.
+///
+/// # Errors
+/// [`Error`] when the container cannot be removed (the finalizer stays).
+pub async fn reconcile(
+    ctx: &Context,
+    docker_machine: &DockerMachine,
+    fetched: &Fetched,
+) -> Result<()> {
+    ctx.tasks.cancel_all(&ObjectRef::from_obj(docker_machine));
+    let generation = docker_machine.metadata.generation;
+    let mut status = docker_machine.status.clone().unwrap_or_default();
+    set_condition(&mut status.conditions, decide::deleting(generation));
+    decide::summarize(&mut status, generation);
+    write_status(ctx, docker_machine, &status).await?;
+
+    let Some(cluster_name) = fetched.cluster_name.as_deref() else {
+        tracing::warn!(
+            "No cluster name on the DockerMachine or its Machine; no container to delete"
+        );
+        return Ok(());
+    };
+    let name = match &fetched.machine {
+        Some(machine) => container_name(cluster_name, machine, docker_machine),
+        None => machine_container_name(cluster_name, &docker_machine.name_any()),
+    };
+    let runtime = ctx.runtime.as_ref();
+    let Some(found) = find_container(runtime, cluster_name, &name).await? else {
+        return Ok(());
+    };
+    let control_plane =
+        found.labels.get(ROLE_LABEL).map(String::as_str) == Some(NodeRole::ControlPlane.as_str());
+    delete_node(runtime, &name).await?;
+    if find_container(runtime, cluster_name, &name)
+        .await?
+        .is_some()
+    {
+        return Err(Error::NotFinished {
+            what: format!("container {name} to be removed"),
+        });
+    }
+    tracing::info!(container = %name, "Deleted the node container");
+    ctx.event(
+        docker_machine,
+        EventKind::Normal,
+        "ContainerDeleted",
+        format!("Deleted node container {name}"),
+    )
+    .await;
+    if control_plane && find_load_balancer(runtime, cluster_name).await?.is_some() {
+        let namespace = docker_machine.namespace().unwrap_or_default();
+        sync_backends(
+            ctx,
+            &namespace,
+            cluster_name,
+            fetched.cluster.as_ref(),
+            fetched.docker_cluster.as_ref(),
+        )
+        .await?;
+    }
+    Ok(())
+}

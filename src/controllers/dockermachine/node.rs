@@ -1,0 +1,263 @@
+//! Standing in for a cloud controller manager: the workload cluster's Node named after the
+//! container gets our `spec.providerID`; in external cloud-provider mode (the Node carries the
+//! `node.cloudprovider.kubernetes.io/uninitialized` taint) it also gets the machine's InternalIP
+//! addresses and loses the taint.
+
+use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use crate::api::v1beta2::{MachineAddress, MachineAddressType};
+use crate::controllers::error::{Error, Result};
+
+/// The taint kubelet sets in external cloud-provider mode until a cloud provider initializes the
+/// Node.
+pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+/// What to change on a Node.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NodeChange {
+    /// The provider ID to set (the Node has none).
+    pub provider_id: Option<String>,
+    /// The taints to keep, when the uninitialized taint must go.
+    pub taints: Option<Vec<Taint>>,
+    /// The full address list, when addresses must be added.
+    pub addresses: Option<Vec<NodeAddress>>,
+}
+
+fn is_uninitialized(taint: &Taint) -> bool {
+    taint.key == UNINITIALIZED_TAINT && taint.effect == "NoSchedule"
+}
+
+/// The change a Node needs, or `None` when it already has a provider ID and no uninitialized
+/// taint.
+pub fn node_change(
+    node: &Node,
+    provider_id: &str,
+    machine_addresses: &[MachineAddress],
+) -> Option<NodeChange> {
+    let spec = node.spec.clone().unwrap_or_default();
+    let current_id = spec.provider_id.unwrap_or_default();
+    let taints = spec.taints.unwrap_or_default();
+    let tainted = taints.iter().any(is_uninitialized);
+    if !current_id.is_empty() && !tainted {
+        return None;
+    }
+    let mut change = NodeChange::default();
+    if current_id.is_empty() {
+        change.provider_id = Some(provider_id.to_string());
+    }
+    if tainted {
+        change.taints = Some(
+            taints
+                .into_iter()
+                .filter(|t| !is_uninitialized(t))
+                .collect(),
+        );
+        let mut addresses = node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.clone())
+            .unwrap_or_default();
+        let before = addresses.len();
+        for address in machine_addresses
+            .iter()
+            .filter(|a| a.type_ == MachineAddressType::InternalIP)
+        {
+            let present = addresses
+                .iter()
+                .any(|n| n.type_ == "InternalIP" && n.address == address.address);
+            if !present {
+                addresses.push(NodeAddress {
+                    type_: "InternalIP".to_string(),
+                    address: address.address.clone(),
+                });
+            }
+        }
+        if addresses.len() != before {
+            change.addresses = Some(addresses);
+        }
+    }
+    Some(change)
+}
+
+/// What [`sync_node`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeSync {
+    /// The Node has not registered yet.
+    Missing,
+    /// The Node was already right.
+    Unchanged,
+    /// The Node was patched.
+    Patched,
+}
+
+/// Reads the Node `name` in the workload cluster and applies [`node_change`].
+///
+/// # Errors
+/// [`Error::Kube`] when the workload API server refuses.
+pub async fn sync_node(
+    client: Client,
+    name: &str,
+    provider_id: &str,
+    machine_addresses: &[MachineAddress],
+) -> Result<NodeSync> {
+    let nodes: Api<Node> = Api::all(client);
+    let Some(node) = nodes.get_opt(name).await.map_err(Error::kube(format!(
+        "get Node {name} in the workload cluster"
+    )))?
+    else {
+        return Ok(NodeSync::Missing);
+    };
+    let Some(change) = node_change(&node, provider_id, machine_addresses) else {
+        return Ok(NodeSync::Unchanged);
+    };
+    if let Some(addresses) = &change.addresses {
+        nodes
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"addresses": addresses}})),
+            )
+            .await
+            .map_err(Error::kube(format!("patch the addresses of Node {name}")))?;
+    }
+    let mut spec = serde_json::Map::new();
+    if let Some(id) = &change.provider_id {
+        spec.insert("providerID".into(), json!(id));
+    }
+    if let Some(taints) = &change.taints {
+        spec.insert("taints".into(), json!(taints));
+    }
+    if !spec.is_empty() {
+        nodes
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
+            .await
+            .map_err(Error::kube(format!("patch Node {name}")))?;
+    }
+    Ok(NodeSync::Patched)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus};
+
+    use super::*;
+
+    fn node(provider_id: &str, taints: Vec<Taint>, addresses: &[(&str, &str)]) -> Node {
+        Node {
+            spec: Some(NodeSpec {
+                provider_id: Some(provider_id.to_string()).filter(|p| !p.is_empty()),
+                taints: Some(taints),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                addresses: Some(
+                    addresses
+                        .iter()
+                        .map(|(t, a)| NodeAddress {
+                            type_: t.to_string(),
+                            address: a.to_string(),
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn taint(key: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }
+    }
+
+    fn machine_addresses() -> Vec<MachineAddress> {
+        vec![
+            MachineAddress {
+                type_: MachineAddressType::Hostname,
+                address: "c1-m1".into(),
+            },
+            MachineAddress {
+                type_: MachineAddressType::InternalIP,
+                address: "172.18.0.5".into(),
+            },
+            MachineAddress {
+                type_: MachineAddressType::ExternalIP,
+                address: "172.18.0.5".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_node_without_provider_id_gets_ours() {
+        let change = node_change(
+            &node("", vec![], &[]),
+            "docker:////c1-m1",
+            &machine_addresses(),
+        );
+        assert_eq!(
+            change,
+            Some(NodeChange {
+                provider_id: Some("docker:////c1-m1".into()),
+                ..Default::default()
+            })
+        );
+    }
+
+    #[test]
+    fn an_initialized_node_is_left_alone() {
+        assert_eq!(
+            node_change(
+                &node("docker:////c1-m1", vec![taint("other")], &[]),
+                "docker:////c1-m1",
+                &machine_addresses()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn external_cloud_provider_mode_adds_internal_ips_and_removes_the_taint() {
+        let n = node(
+            "",
+            vec![taint(UNINITIALIZED_TAINT), taint("keep-me")],
+            &[("Hostname", "c1-m1")],
+        );
+        let change = node_change(&n, "docker:////c1-m1", &machine_addresses()).unwrap();
+        assert_eq!(
+            change
+                .taints
+                .unwrap()
+                .iter()
+                .map(|t| t.key.as_str())
+                .collect::<Vec<_>>(),
+            ["keep-me"]
+        );
+        let addresses = change.addresses.unwrap();
+        assert_eq!(addresses.len(), 2, "only the InternalIP is appended");
+        assert_eq!(addresses[0].type_, "Hostname");
+        assert_eq!(addresses[1].address, "172.18.0.5");
+    }
+
+    #[test]
+    fn addresses_already_present_are_not_duplicated() {
+        let n = node(
+            "docker:////c1-m1",
+            vec![taint(UNINITIALIZED_TAINT)],
+            &[("InternalIP", "172.18.0.5")],
+        );
+        let change = node_change(&n, "docker:////c1-m1", &machine_addresses()).unwrap();
+        assert_eq!(change.provider_id, None);
+        assert_eq!(change.addresses, None);
+        assert_eq!(change.taints, Some(vec![]));
+    }
+}

@@ -1,0 +1,495 @@
+//! The normal (not deleting) DockerMachine reconcile: CAPD's steps in order, each decided by a
+//! pure function of `decide` and carried out here.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+
+use super::bootstrap::{self, BootstrapJob};
+use super::container::{
+    Environment, api_addresses, bootstrap_mode, container_name, node_image, node_spec,
+};
+use super::decide::{self, ContainerStep, NODE_RETRY, Observed, StepDecision, TaskAction};
+use super::node::{NodeSync, sync_node};
+use super::{Fetched, apply_owned_fields, steps, write_status};
+use crate::api::WEIGHT_ANNOTATION;
+use crate::api::capi::{Cluster, Machine};
+use crate::api::conditions::{
+    CGROUPS_READY_CONDITION, Condition, PRELOADED_IMAGES_READY_CONDITION, remove_condition,
+    set_condition,
+};
+use crate::api::v1beta2::{DockerCluster, DockerMachine};
+use crate::bootstrap::{Format, Options, Plan, translate};
+use crate::controllers::context::{Context, EventKind};
+use crate::controllers::error::{Error, Result, is_not_found};
+use crate::controllers::loadbalancer::{ip_family, sync_backends};
+use crate::controllers::tasks::TaskKind;
+use crate::docker::kind::Mapping;
+use crate::docker::network::ensure_network;
+use crate::docker::node::{
+    HostQuirks, IpFamily, create_node, delete_node, find_container, node_addresses, provider_id,
+};
+use crate::docker::types::Labels;
+use crate::manager::error_chain;
+
+/// One reconcile's working state: the object with the status being built.
+struct Work<'a> {
+    ctx: &'a Context,
+    original: &'a DockerMachine,
+    working: DockerMachine,
+    object: ObjectRef<DockerMachine>,
+    uid: String,
+    requeue: Option<Duration>,
+}
+
+impl Work<'_> {
+    fn set(&mut self, condition: Condition) {
+        let status = self.working.status.get_or_insert_with(Default::default);
+        set_condition(&mut status.conditions, condition);
+    }
+
+    fn clear(&mut self, type_: &str) {
+        if let Some(status) = self.working.status.as_mut() {
+            remove_condition(&mut status.conditions, type_);
+        }
+    }
+
+    fn requeue_after(&mut self, delay: Duration) {
+        self.requeue = Some(self.requeue.map_or(delay, |d| d.min(delay)));
+    }
+
+    fn is_true(&self, type_: &str) -> bool {
+        self.working
+            .status
+            .as_ref()
+            .and_then(|s| crate::api::conditions::find_condition(&s.conditions, type_))
+            .is_some_and(Condition::is_true)
+    }
+
+    /// Applies a step decision: records the condition, starts or resets the task.
+    fn step<F>(&mut self, kind: TaskKind, decision: StepDecision, start: F)
+    where
+        F: FnOnce(&Context, &ObjectRef<DockerMachine>, &str),
+    {
+        self.set(decision.condition);
+        match decision.task {
+            TaskAction::None => {}
+            TaskAction::Start => start(self.ctx, &self.object, &self.uid),
+            TaskAction::RetryAfter(delay) => {
+                self.ctx.tasks.reset(&self.object, kind);
+                self.requeue_after(delay);
+            }
+            TaskAction::RetryWithBackoff => {
+                self.ctx.tasks.reset(&self.object, kind);
+                let key = format!("DockerMachine-{kind:?}/{}", self.object);
+                let delay = self.ctx.backoff.failed(&key);
+                self.requeue_after(delay);
+            }
+        }
+    }
+}
+
+/// Reconciles a DockerMachine that is not being deleted.
+///
+/// # Errors
+/// [`Error`] when a step failed; the status is written first.
+pub async fn reconcile(
+    ctx: &Context,
+    docker_machine: &DockerMachine,
+    fetched: &Fetched,
+) -> Result<Action> {
+    let (Some(machine), Some(cluster), Some(docker_cluster), Some(cluster_name)) = (
+        fetched.machine.as_ref(),
+        fetched.cluster.as_ref(),
+        fetched.docker_cluster.as_ref(),
+        fetched.cluster_name.as_deref(),
+    ) else {
+        return Ok(Action::await_change());
+    };
+    let mut work = Work {
+        ctx,
+        original: docker_machine,
+        working: docker_machine.clone(),
+        object: ObjectRef::from_obj(docker_machine),
+        uid: docker_machine.uid().unwrap_or_default(),
+        requeue: None,
+    };
+    let result = run_steps(&mut work, machine, cluster, docker_cluster, cluster_name).await;
+    let generation = docker_machine.metadata.generation;
+    let mut status = work.working.status.clone().unwrap_or_default();
+    decide::summarize(&mut status, generation);
+    write_status(ctx, docker_machine, &status).await?;
+    result?;
+    if work.requeue.is_none() {
+        let key = format!("DockerMachine-{:?}/{}", TaskKind::Bootstrap, work.object);
+        ctx.backoff.succeeded(&key);
+    }
+    Ok(Action::requeue(
+        work.requeue.unwrap_or(ctx.manager.config.sync_period),
+    ))
+}
+
+async fn run_steps(
+    work: &mut Work<'_>,
+    machine: &Machine,
+    cluster: &Cluster,
+    docker_cluster: &DockerCluster,
+    cluster_name: &str,
+) -> Result<()> {
+    let ctx = work.ctx;
+    let generation = work.original.metadata.generation;
+    let namespace = work.original.namespace().unwrap_or_default();
+    let name = container_name(cluster_name, machine, work.original);
+    let family = ip_family(Some(cluster))?;
+
+    // 1. The container.
+    let found = find_container(ctx.runtime.as_ref(), cluster_name, &name).await?;
+    let observed = match &found {
+        None => Observed::Absent,
+        Some(c) if c.running => Observed::Running,
+        Some(_) => Observed::Stopped,
+    };
+    let mut running = false;
+    match decide::container_step(&work.working, machine, cluster, observed) {
+        ContainerStep::Running => running = true,
+        ContainerStep::Lost => {
+            work.set(decide::not_provisioned(
+                format!("Container {name} is not running anymore"),
+                generation,
+            ));
+        }
+        ContainerStep::Wait(condition) => work.set(condition),
+        step @ (ContainerStep::Recreate | ContainerStep::Create) => {
+            if step == ContainerStep::Recreate {
+                tracing::info!(container = %name, "Removing the stopped container to create it again");
+                delete_node(ctx.runtime.as_ref(), &name).await?;
+            }
+            // A new container boots from scratch: its steps start over.
+            ctx.tasks.reset(&work.object, TaskKind::CGroups);
+            ctx.tasks.reset(&work.object, TaskKind::PreloadImages);
+            work.clear(CGROUPS_READY_CONDITION);
+            work.clear(PRELOADED_IMAGES_READY_CONDITION);
+            match create_container(ctx, work.original, machine, cluster_name, &name, family).await {
+                Ok(true) => running = true,
+                Ok(false) => work.set(decide::not_provisioned(
+                    format!("Creating container {name}"),
+                    generation,
+                )),
+                Err(error) => {
+                    work.set(decide::not_provisioned(
+                        format!("Failed to create container {name}: {}", error_chain(&error)),
+                        generation,
+                    ));
+                    return Err(error);
+                }
+            }
+        }
+    }
+    if running {
+        work.set(decide::provisioned(generation));
+        let addresses = node_addresses(ctx.runtime.as_ref(), &name, ctx.network(), family).await?;
+        work.working
+            .status
+            .get_or_insert_with(Default::default)
+            .addresses = api_addresses(addresses);
+    }
+
+    // 2. The load balancer (control planes).
+    let mut weight = annotation(work.original, WEIGHT_ANNOTATION);
+    if let Some(step) = decide::load_balancer_step(work.original, machine, running) {
+        sync_backends(
+            ctx,
+            &namespace,
+            cluster_name,
+            Some(cluster),
+            Some(docker_cluster),
+        )
+        .await?;
+        let value = decide::weight_after(step);
+        apply_owned_fields(
+            ctx,
+            work.original,
+            &work.original.spec.provider_id,
+            Some(value),
+        )
+        .await?;
+        weight = Some(value.to_string());
+        tracing::info!(container = %name, weight = value, "Updated the load balancer backends");
+        ctx.event(
+            work.original,
+            EventKind::Normal,
+            "LoadBalancerUpdated",
+            format!("Load balancer weight of {name} set to {value}"),
+        )
+        .await;
+    }
+
+    // 3. Boot (cgroups) and 4. preloaded images, as background tasks.
+    let runtime = ctx.runtime.clone();
+    let decision = decide::cgroups_step(
+        &work.working,
+        running,
+        ctx.tasks
+            .state(&work.object, &work.uid, TaskKind::CGroups)
+            .as_ref(),
+    );
+    let container = name.clone();
+    work.step(TaskKind::CGroups, decision, |ctx, object, uid| {
+        let runtime = runtime.clone();
+        ctx.tasks.start(
+            object,
+            uid,
+            TaskKind::CGroups,
+            "Waiting for the node to boot",
+            |p| steps::wait_for_node(runtime, container, p),
+        );
+    });
+    let cgroups_ready = work.is_true(CGROUPS_READY_CONDITION);
+    let decision = decide::preload_step(
+        &work.working,
+        running,
+        cgroups_ready,
+        ctx.tasks
+            .state(&work.object, &work.uid, TaskKind::PreloadImages)
+            .as_ref(),
+    );
+    let images = work.original.spec.pre_load_images.clone();
+    let container = name.clone();
+    work.step(TaskKind::PreloadImages, decision, |ctx, object, uid| {
+        let runtime = runtime.clone();
+        ctx.tasks.start(
+            object,
+            uid,
+            TaskKind::PreloadImages,
+            "Loading images",
+            |p| steps::preload_images(runtime, container, images, p),
+        );
+    });
+    let images_ready = work.is_true(PRELOADED_IMAGES_READY_CONDITION);
+
+    // 5. Provisioned: recorded on the object before bootstrap starts.
+    let wanted_id = provider_id(&name);
+    if decide::infrastructure_ready(running, cgroups_ready, images_ready) {
+        if work.original.spec.provider_id != wanted_id {
+            apply_owned_fields(ctx, work.original, &wanted_id, weight.as_deref()).await?;
+            work.working.spec.provider_id.clone_from(&wanted_id);
+            tracing::info!(provider_id = %wanted_id, "Machine infrastructure provisioned");
+        }
+        work.working
+            .status
+            .get_or_insert_with(Default::default)
+            .initialization
+            .provisioned = Some(true);
+    }
+
+    // 6. Bootstrap, as a background task that survives manager restarts.
+    let provisioned = !work.working.spec.provider_id.is_empty();
+    let decision = decide::bootstrap_step(
+        &work.working,
+        machine,
+        [running, cgroups_ready && provisioned, images_ready],
+        ctx.tasks
+            .state(&work.object, &work.uid, TaskKind::Bootstrap)
+            .as_ref(),
+    );
+    let job = if decision.task == TaskAction::Start {
+        Some(bootstrap_job(ctx, &namespace, machine, work.original, &name).await)
+    } else {
+        None
+    };
+    work.step(TaskKind::Bootstrap, decision, |ctx, object, uid| {
+        if let Some(job) = job {
+            ctx.tasks.start(
+                object,
+                uid,
+                TaskKind::Bootstrap,
+                "Starting bootstrap",
+                |p| bootstrap::run(job, p),
+            );
+        }
+    });
+
+    // 7. The workload cluster's Node.
+    if running && work.is_true(crate::api::conditions::BOOTSTRAP_COMPLETED_CONDITION) {
+        let addresses = work
+            .working
+            .status
+            .as_ref()
+            .map(|s| s.addresses.clone())
+            .unwrap_or_default();
+        reconcile_node(
+            work,
+            cluster,
+            &namespace,
+            cluster_name,
+            &name,
+            &wanted_id,
+            &addresses,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn annotation(docker_machine: &DockerMachine, key: &str) -> Option<String> {
+    docker_machine
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .cloned()
+}
+
+/// Creates the node container; returns whether it runs.
+async fn create_container(
+    ctx: &Context,
+    docker_machine: &DockerMachine,
+    machine: &Machine,
+    cluster_name: &str,
+    name: &str,
+    family: IpFamily,
+) -> Result<bool> {
+    let runtime = ctx.runtime.as_ref();
+    let image = node_image(machine, docker_machine)?;
+    let network = ensure_network(runtime, ctx.network(), &Labels::new()).await?;
+    let host = runtime
+        .host_info()
+        .await
+        .map_err(Error::runtime("read the Docker host facts"))?;
+    let env = Environment {
+        network: ctx.network().to_string(),
+        subnets: network.subnets.clone(),
+        family,
+        proxy: ctx.proxy.clone(),
+        quirks: HostQuirks::detect(&host),
+    };
+    let spec = node_spec(cluster_name, name, machine, docker_machine, &image, &env);
+    let info = create_node(runtime, &spec).await?;
+    tracing::info!(container = name, image = %image.image, "Created the node container");
+    ctx.event(
+        docker_machine,
+        EventKind::Normal,
+        "ContainerCreated",
+        format!("Created node container {name} from image {}", image.image),
+    )
+    .await;
+    Ok(info.running)
+}
+
+/// Reads and translates the bootstrap data; failures become the message of a retryable task
+/// failure (never content of the secret).
+async fn bootstrap_job(
+    ctx: &Context,
+    namespace: &str,
+    machine: &Machine,
+    docker_machine: &DockerMachine,
+    container: &str,
+) -> BootstrapJob {
+    let mapping = node_image(machine, docker_machine).ok();
+    let plan = bootstrap_plan(ctx, namespace, machine, mapping.as_ref()).await;
+    let timeout = docker_machine
+        .spec
+        .bootstrap_timeout_duration()
+        .unwrap_or(crate::api::v1beta2::DEFAULT_BOOTSTRAP_TIMEOUT);
+    BootstrapJob {
+        runtime: ctx.runtime.clone(),
+        container: container.to_string(),
+        plan,
+        timeout,
+        attempt: format!(
+            "{}-{}",
+            docker_machine.uid().unwrap_or_default(),
+            jiff::Timestamp::now().as_nanosecond()
+        ),
+        poll_interval: bootstrap::POLL_INTERVAL,
+    }
+}
+
+async fn bootstrap_plan(
+    ctx: &Context,
+    namespace: &str,
+    machine: &Machine,
+    mapping: Option<&Mapping>,
+) -> std::result::Result<Plan, String> {
+    let Some(secret_name) = machine.bootstrap_data_secret_name() else {
+        return Err("The Machine has no bootstrap data secret".to_string());
+    };
+    let full = format!("{namespace}/{secret_name}");
+    let secret = match ctx.api::<Secret>(namespace).get(secret_name).await {
+        Ok(secret) => secret,
+        Err(e) if is_not_found(&e) => {
+            return Err(format!("Bootstrap data secret {full} not found"));
+        }
+        Err(e) => {
+            return Err(format!(
+                "Failed to read bootstrap data secret {full}: {}",
+                error_chain(&e)
+            ));
+        }
+    };
+    let data = secret.data.unwrap_or_default();
+    let Some(value) = data.get("value") else {
+        return Err(format!("Bootstrap data secret {full} has no key \"value\""));
+    };
+    let format = Format::from_secret_key(data.get("format").map(|f| f.0.as_slice()))
+        .map_err(|e| format!("Invalid bootstrap data in secret {full}: {e}"))?;
+    let options = Options {
+        kind_mode: mapping.map(|m| bootstrap_mode(m.mode)).unwrap_or_default(),
+        kubernetes_version: machine.spec.version.clone(),
+    };
+    translate(&value.0, format, &options)
+        .map_err(|e| format!("Invalid bootstrap data in secret {full}: {e}"))
+}
+
+async fn reconcile_node(
+    work: &mut Work<'_>,
+    cluster: &Cluster,
+    namespace: &str,
+    cluster_name: &str,
+    node_name: &str,
+    provider_id: &str,
+    addresses: &[crate::api::v1beta2::MachineAddress],
+) -> Result<()> {
+    let ctx = work.ctx;
+    if cluster.spec.control_plane_ref.is_some() && !cluster.control_plane_initialized() {
+        work.requeue_after(NODE_RETRY);
+        return Ok(());
+    }
+    let client = ctx
+        .workload
+        .client(&ctx.client(), namespace, cluster_name)
+        .await?;
+    match sync_node(client, node_name, provider_id, addresses).await {
+        Ok(NodeSync::Missing) => {
+            tracing::info!(
+                node = node_name,
+                "Waiting for the Node to register in the workload cluster"
+            );
+            work.requeue_after(NODE_RETRY);
+            Ok(())
+        }
+        Ok(NodeSync::Unchanged) => Ok(()),
+        Ok(NodeSync::Patched) => {
+            tracing::info!(
+                node = node_name,
+                provider_id,
+                "Initialized the workload cluster Node"
+            );
+            ctx.event(
+                work.original,
+                EventKind::Normal,
+                "NodeInitialized",
+                format!("Set providerID {provider_id} on Node {node_name}"),
+            )
+            .await;
+            Ok(())
+        }
+        Err(error) => {
+            ctx.workload.forget(namespace, cluster_name);
+            Err(error)
+        }
+    }
+}

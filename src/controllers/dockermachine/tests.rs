@@ -1,0 +1,503 @@
+//! Unit tests of the DockerMachine decisions.
+
+use super::decide::*;
+use super::transition_events;
+use crate::api::capi::{Cluster, Machine};
+use crate::api::conditions::{
+    BOOTSTRAP_COMPLETED_CONDITION, CGROUPS_READY_CONDITION, CONTAINER_PROVISIONED_CONDITION,
+    Condition, ConditionStatus, PAUSED_CONDITION, PRELOADED_IMAGES_READY_CONDITION,
+    READY_CONDITION, find_condition,
+};
+use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachineStatus};
+use crate::controllers::context::EventKind;
+use crate::controllers::tasks::TaskState;
+
+fn owners<'a>(machine: &'a Machine, cluster: &'a Cluster, dc: &'a DockerCluster) -> Owners<'a> {
+    Owners {
+        machine: Some(machine),
+        cluster: Some(cluster),
+        docker_cluster: Some(dc),
+    }
+}
+
+fn ready_cluster() -> Cluster {
+    Cluster::test("c1").with_infrastructure_provisioned()
+}
+
+// ---- gate ---------------------------------------------------------------------------------
+
+#[test]
+fn a_machine_without_owner_waits_for_the_machine_controller() {
+    let dm = DockerMachine::test("m1");
+    assert_eq!(
+        gate(&dm, Owners::default()),
+        Gate::Skip("Waiting for Machine Controller to set OwnerRef on DockerMachine")
+    );
+}
+
+#[test]
+fn a_deleting_machine_without_owner_only_releases_its_finalizer() {
+    let dm = DockerMachine::test("m1").with_finalizer().deleting();
+    assert_eq!(gate(&dm, Owners::default()), Gate::ReleaseFinalizer);
+}
+
+#[test]
+fn a_machine_waits_for_its_cluster_and_docker_cluster() {
+    let dm = DockerMachine::test("m1").owned_by("m1");
+    let machine = Machine::test("m1");
+    let cluster = ready_cluster();
+    assert!(matches!(
+        gate(
+            &dm,
+            Owners {
+                machine: Some(&machine),
+                ..Default::default()
+            }
+        ),
+        Gate::Skip("Waiting for the Cluster to exist")
+    ));
+    assert_eq!(
+        gate(
+            &dm,
+            Owners {
+                machine: Some(&machine),
+                cluster: Some(&cluster),
+                docker_cluster: None
+            }
+        ),
+        Gate::Skip("DockerCluster is not available yet")
+    );
+}
+
+#[test]
+fn a_paused_cluster_or_annotation_pauses_the_machine() {
+    let machine = Machine::test("m1");
+    let dc = DockerCluster::test("c1");
+    let paused_cluster = ready_cluster().paused();
+    let dm = DockerMachine::test("m1").owned_by("m1");
+    assert_eq!(
+        gate(&dm, owners(&machine, &paused_cluster, &dc)),
+        Gate::Paused
+    );
+    let annotated = DockerMachine::test("m1").owned_by("m1").paused();
+    let cluster = ready_cluster();
+    assert_eq!(
+        gate(&annotated, owners(&machine, &cluster, &dc)),
+        Gate::Paused
+    );
+    assert_eq!(gate(&dm, owners(&machine, &cluster, &dc)), Gate::Proceed);
+}
+
+#[test]
+fn a_deleting_machine_proceeds_even_when_its_cluster_is_gone() {
+    let dm = DockerMachine::test("m1")
+        .owned_by("m1")
+        .with_finalizer()
+        .deleting();
+    assert_eq!(gate(&dm, Owners::default()), Gate::Proceed);
+}
+
+// ---- container ----------------------------------------------------------------------------
+
+#[test]
+fn no_container_is_created_before_the_cluster_infrastructure_is_ready() {
+    let dm = DockerMachine::test("m1").owned_by("m1");
+    let machine = Machine::test("m1").with_bootstrap_secret("s");
+    let step = container_step(&dm, &machine, &Cluster::test("c1"), Observed::Absent);
+    let ContainerStep::Wait(condition) = step else {
+        panic!("expected a wait, got {step:?}");
+    };
+    assert_eq!(condition.reason, "WaitingForClusterInfrastructureReady");
+    assert_eq!(condition.status, ConditionStatus::False);
+}
+
+#[test]
+fn a_worker_waits_for_the_control_plane_then_for_bootstrap_data() {
+    let dm = DockerMachine::test("m1").owned_by("m1");
+    let worker = Machine::test("m1");
+    let reason = |cluster: &Cluster, machine: &Machine| match container_step(
+        &dm,
+        machine,
+        cluster,
+        Observed::Absent,
+    ) {
+        ContainerStep::Wait(c) => c.reason,
+        other => panic!("expected a wait, got {other:?}"),
+    };
+    assert_eq!(
+        reason(&ready_cluster(), &worker),
+        "WaitingForControlPlaneInitialized"
+    );
+    assert_eq!(
+        reason(&ready_cluster().with_control_plane_initialized(), &worker),
+        "WaitingForBootstrapData"
+    );
+    assert_eq!(
+        reason(&ready_cluster(), &Machine::test("m1").control_plane()),
+        "WaitingForBootstrapData",
+        "a control plane does not wait for itself"
+    );
+}
+
+#[test]
+fn a_machine_with_bootstrap_data_gets_its_container_created_or_recreated() {
+    let dm = DockerMachine::test("m1").owned_by("m1");
+    let machine = Machine::test("m1").with_bootstrap_secret("s");
+    let cluster = ready_cluster();
+    assert_eq!(
+        container_step(&dm, &machine, &cluster, Observed::Absent),
+        ContainerStep::Create
+    );
+    assert_eq!(
+        container_step(&dm, &machine, &cluster, Observed::Stopped),
+        ContainerStep::Recreate
+    );
+    assert_eq!(
+        container_step(&dm, &machine, &cluster, Observed::Running),
+        ContainerStep::Running
+    );
+}
+
+#[test]
+fn a_provisioned_machine_whose_container_died_is_reported_not_replaced() {
+    let dm = DockerMachine::test("m1")
+        .owned_by("m1")
+        .provisioned_as("c1-m1");
+    let machine = Machine::test("m1").with_bootstrap_secret("s");
+    assert_eq!(
+        container_step(&dm, &machine, &ready_cluster(), Observed::Stopped),
+        ContainerStep::Lost
+    );
+    assert_eq!(
+        container_step(&dm, &machine, &ready_cluster(), Observed::Absent),
+        ContainerStep::Lost
+    );
+}
+
+// ---- load balancer ------------------------------------------------------------------------
+
+#[test]
+fn a_provisioned_control_plane_is_registered_once() {
+    let cp = Machine::test("m1").control_plane();
+    let dm = DockerMachine::test("m1");
+    assert_eq!(
+        load_balancer_step(&dm, &cp, false),
+        None,
+        "not before its container runs"
+    );
+    assert_eq!(
+        load_balancer_step(&dm, &cp, true),
+        Some(LoadBalancerStep::Register)
+    );
+    assert_eq!(
+        load_balancer_step(&dm.clone().weighted("100"), &cp, true),
+        None
+    );
+    assert_eq!(
+        load_balancer_step(&dm, &Machine::test("m1"), true),
+        None,
+        "workers are not backends"
+    );
+}
+
+#[test]
+fn a_deleting_control_plane_is_drained_as_soon_as_its_machine_deletes() {
+    let cp = Machine::test("m1").control_plane().deleting();
+    let dm = DockerMachine::test("m1").weighted("100");
+    assert_eq!(
+        load_balancer_step(&dm, &cp, true),
+        Some(LoadBalancerStep::Drain)
+    );
+    assert_eq!(weight_after(LoadBalancerStep::Drain), "0");
+    assert_eq!(
+        load_balancer_step(&DockerMachine::test("m1").weighted("0"), &cp, true),
+        None
+    );
+}
+
+// ---- slow steps ---------------------------------------------------------------------------
+
+#[test]
+fn the_boot_wait_starts_once_the_container_runs_and_follows_its_task() {
+    let dm = DockerMachine::test("m1");
+    let waiting = cgroups_step(&dm, false, None);
+    assert_eq!(waiting.condition.reason, "WaitingForContainer");
+    assert_eq!(waiting.task, TaskAction::None);
+    let start = cgroups_step(&dm, true, None);
+    assert_eq!(start.task, TaskAction::Start);
+    let running = cgroups_step(
+        &dm,
+        true,
+        Some(&TaskState::Running("Waiting for the runtime".into())),
+    );
+    assert_eq!(running.condition.message, "Waiting for the runtime");
+    let done = cgroups_step(&dm, true, Some(&TaskState::Succeeded(String::new())));
+    assert!(done.condition.is_true());
+    let failed = cgroups_step(
+        &dm,
+        true,
+        Some(&TaskState::Failed {
+            message: "timed out".into(),
+            terminal: false,
+        }),
+    );
+    assert_eq!(failed.task, TaskAction::RetryAfter(STEP_RETRY));
+    assert_eq!(failed.condition.message, "timed out");
+}
+
+#[test]
+fn a_provisioned_or_already_ready_machine_never_waits_for_boot_again() {
+    let moved = DockerMachine::test("m1").provisioned_as("c1-m1");
+    assert!(cgroups_step(&moved, true, None).condition.is_true());
+    assert_eq!(cgroups_step(&moved, true, None).task, TaskAction::None);
+    let restarted = DockerMachine::test("m1").with_condition(
+        CGROUPS_READY_CONDITION,
+        ConditionStatus::True,
+        "Ready",
+    );
+    assert_eq!(cgroups_step(&restarted, true, None).task, TaskAction::None);
+}
+
+#[test]
+fn images_are_preloaded_after_boot_and_an_empty_list_is_ready_at_once() {
+    let dm = DockerMachine::test("m1");
+    assert_eq!(
+        preload_step(&dm, true, false, None).condition.reason,
+        "WaitingForCGroups"
+    );
+    assert!(preload_step(&dm, true, true, None).condition.is_true());
+    let with_images = DockerMachine::test("m1").preloading(&["busybox:1"]);
+    assert_eq!(
+        preload_step(&with_images, true, true, None).task,
+        TaskAction::Start
+    );
+}
+
+#[test]
+fn infrastructure_is_ready_before_bootstrap() {
+    assert!(infrastructure_ready(true, true, true));
+    assert!(!infrastructure_ready(true, true, false));
+}
+
+// ---- bootstrap ----------------------------------------------------------------------------
+
+#[test]
+fn bootstrap_waits_for_each_prerequisite_in_order() {
+    let dm = DockerMachine::test("m1");
+    let machine = Machine::test("m1");
+    let reason = |p| bootstrap_step(&dm, &machine, p, None).condition.reason;
+    assert_eq!(reason([false, false, false]), "WaitingForContainer");
+    assert_eq!(reason([true, false, false]), "WaitingForCGroups");
+    assert_eq!(reason([true, true, false]), "WaitingForPreloadedImages");
+    let start = bootstrap_step(&dm, &machine, [true, true, true], None);
+    assert_eq!(start.task, TaskAction::Start);
+    assert_eq!(start.condition.reason, "NotReady");
+}
+
+#[test]
+fn bootstrap_never_starts_again_once_completed_or_failed() {
+    let machine = Machine::test("m1");
+    for (status, reason) in [
+        (ConditionStatus::True, "Completed"),
+        (ConditionStatus::False, "Failed"),
+    ] {
+        let dm =
+            DockerMachine::test("m1").with_condition(BOOTSTRAP_COMPLETED_CONDITION, status, reason);
+        let step = bootstrap_step(&dm, &machine, [true, true, true], None);
+        assert_eq!(step.task, TaskAction::None, "{reason}");
+        assert_eq!(step.condition.reason, reason);
+    }
+}
+
+#[test]
+fn a_machine_that_has_a_node_is_bootstrapped() {
+    let dm = DockerMachine::test("m1");
+    let joined = Machine::test("m1").with_node("c1-m1");
+    let step = bootstrap_step(&dm, &joined, [true, true, true], None);
+    assert!(step.condition.is_true());
+    assert_eq!(step.task, TaskAction::None);
+}
+
+#[test]
+fn a_restarted_manager_resumes_following_bootstrap_with_the_last_progress() {
+    let mut dm = DockerMachine::test("m1");
+    dm.status = Some(DockerMachineStatus {
+        conditions: vec![Condition::new(
+            BOOTSTRAP_COMPLETED_CONDITION,
+            ConditionStatus::False,
+            "NotReady",
+            "Running bootstrap command [run kubeadm join] (9 of 12)",
+        )],
+        ..Default::default()
+    });
+    let step = bootstrap_step(&dm, &Machine::test("m1"), [true, true, true], None);
+    assert_eq!(
+        step.task,
+        TaskAction::Start,
+        "the task only observes a runner already launched"
+    );
+    assert_eq!(
+        step.condition.message,
+        "Running bootstrap command [run kubeadm join] (9 of 12)"
+    );
+}
+
+#[test]
+fn a_failed_command_is_terminal_and_other_failures_retry_with_backoff() {
+    let dm = DockerMachine::test("m1");
+    let machine = Machine::test("m1");
+    let terminal = bootstrap_step(
+        &dm,
+        &machine,
+        [true, true, true],
+        Some(&TaskState::Failed {
+            message: "Bootstrap command [run kubeadm init] (7 of 9) failed with exit code 1".into(),
+            terminal: true,
+        }),
+    );
+    assert_eq!(terminal.condition.reason, "Failed");
+    assert_eq!(terminal.task, TaskAction::None);
+    let missing_secret = bootstrap_step(
+        &dm,
+        &machine,
+        [true, true, true],
+        Some(&TaskState::Failed {
+            message: "Bootstrap data secret default/s not found".into(),
+            terminal: false,
+        }),
+    );
+    assert_eq!(missing_secret.condition.reason, "NotCompleted");
+    assert_eq!(
+        missing_secret.condition.message,
+        "Bootstrap data secret default/s not found"
+    );
+    assert_eq!(missing_secret.task, TaskAction::RetryWithBackoff);
+}
+
+// ---- status -------------------------------------------------------------------------------
+
+fn full_status(conditions: &[(&str, ConditionStatus, &str)]) -> DockerMachineStatus {
+    let mut status = DockerMachineStatus::default();
+    for (type_, s, reason) in conditions {
+        status
+            .conditions
+            .push(Condition::new(*type_, *s, *reason, ""));
+    }
+    summarize(&mut status, Some(3));
+    status
+}
+
+#[test]
+fn ready_summarizes_every_step_and_legacy_conditions_follow() {
+    let done = full_status(&[
+        (
+            CONTAINER_PROVISIONED_CONDITION,
+            ConditionStatus::True,
+            "Provisioned",
+        ),
+        (CGROUPS_READY_CONDITION, ConditionStatus::True, "Ready"),
+        (
+            PRELOADED_IMAGES_READY_CONDITION,
+            ConditionStatus::True,
+            "Ready",
+        ),
+        (
+            BOOTSTRAP_COMPLETED_CONDITION,
+            ConditionStatus::True,
+            "Completed",
+        ),
+    ]);
+    let ready = find_condition(&done.conditions, READY_CONDITION).unwrap();
+    assert!(ready.is_true());
+    assert_eq!(ready.observed_generation, Some(3));
+    assert!(
+        !find_condition(&done.conditions, PAUSED_CONDITION)
+            .unwrap()
+            .is_true()
+    );
+    let legacy: Vec<(&str, &str)> = done
+        .deprecated
+        .v1beta1
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str()))
+        .collect();
+    assert!(legacy.contains(&("Ready", "True")));
+    assert!(legacy.contains(&("BootstrapExecSucceeded", "True")));
+
+    let failed = full_status(&[
+        (
+            CONTAINER_PROVISIONED_CONDITION,
+            ConditionStatus::True,
+            "Provisioned",
+        ),
+        (
+            BOOTSTRAP_COMPLETED_CONDITION,
+            ConditionStatus::False,
+            "Failed",
+        ),
+    ]);
+    let legacy_bootstrap = failed
+        .deprecated
+        .v1beta1
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "BootstrapExecSucceeded")
+        .unwrap();
+    assert_eq!(legacy_bootstrap.reason, "BootstrapFailed");
+}
+
+#[test]
+fn a_waiting_machine_has_a_legacy_waiting_reason() {
+    let waiting = full_status(&[(
+        CONTAINER_PROVISIONED_CONDITION,
+        ConditionStatus::False,
+        "WaitingForClusterInfrastructureReady",
+    )]);
+    let legacy = &waiting.deprecated.v1beta1.conditions;
+    let container = legacy
+        .iter()
+        .find(|c| c.type_ == "ContainerProvisioned")
+        .unwrap();
+    assert_eq!(container.reason, "WaitingForClusterInfrastructure");
+    assert!(
+        !legacy.iter().any(|c| c.type_ == "BootstrapExecSucceeded"),
+        "no bootstrap condition before the container exists"
+    );
+}
+
+#[test]
+fn summarizing_twice_changes_nothing() {
+    let once = full_status(&[(
+        CONTAINER_PROVISIONED_CONDITION,
+        ConditionStatus::True,
+        "Provisioned",
+    )]);
+    let mut twice = once.clone();
+    summarize(&mut twice, Some(3));
+    assert_eq!(once, twice);
+}
+
+#[test]
+fn events_are_published_for_the_changes_users_care_about() {
+    let before = vec![Condition::new(
+        BOOTSTRAP_COMPLETED_CONDITION,
+        ConditionStatus::False,
+        "NotReady",
+        "",
+    )];
+    let after = vec![Condition::new(
+        BOOTSTRAP_COMPLETED_CONDITION,
+        ConditionStatus::False,
+        "Failed",
+        "Bootstrap command [run kubeadm init] (7 of 9) failed with exit code 1",
+    )];
+    let events = transition_events(&before, &after);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].0, EventKind::Warning);
+    assert_eq!(events[0].1, "BootstrapFailed");
+    assert!(
+        transition_events(&after, &after).is_empty(),
+        "no event without a change"
+    );
+}

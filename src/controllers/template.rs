@@ -1,0 +1,147 @@
+//! The DockerMachineTemplate controller: publishes `status.capacity` (CPU and memory of the
+//! Docker host) so the cluster autoscaler can scale a node group up from zero.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use tracing::instrument;
+
+use super::apply::apply_status;
+use super::context::{Context, EventKind, event_reason};
+use super::error::{Error, Result, is_not_found};
+use super::meta::key;
+use crate::api::v1beta2::{DockerMachineTemplate, DockerMachineTemplateStatus};
+use crate::docker::HostInfo;
+use crate::manager::error_chain;
+
+/// Name of the controller in metrics and logs.
+pub const CONTROLLER: &str = "dockermachinetemplate";
+
+/// A byte count in Kubernetes' canonical binary form (`16Gi`, `8044884Ki`, `1000`).
+pub fn binary_quantity(bytes: u64) -> String {
+    const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    if bytes == 0 {
+        return "0".to_string();
+    }
+    let mut value = bytes;
+    let mut suffix = "";
+    for next in SUFFIXES {
+        if !value.is_multiple_of(1024) {
+            break;
+        }
+        value /= 1024;
+        suffix = next;
+    }
+    format!("{value}{suffix}")
+}
+
+/// The capacity a machine of any template has: the host's CPUs and memory.
+pub fn capacity(host: &HostInfo) -> BTreeMap<String, Quantity> {
+    BTreeMap::from([
+        ("cpu".to_string(), Quantity(host.ncpu.to_string())),
+        (
+            "memory".to_string(),
+            Quantity(binary_quantity(host.mem_total_bytes)),
+        ),
+    ])
+}
+
+/// Reconciles one DockerMachineTemplate.
+pub async fn reconcile(template: Arc<DockerMachineTemplate>, ctx: Arc<Context>) -> Result<Action> {
+    let timer = ctx.manager.metrics.reconcile_started(CONTROLLER);
+    let result = reconcile_one(&template, &ctx).await;
+    let backoff_key = format!("DockerMachineTemplate/{}", key(&template.metadata));
+    match &result {
+        Ok(_) => {
+            timer.finish(Ok(()));
+            ctx.backoff.succeeded(&backoff_key);
+        }
+        Err(error) => {
+            timer.finish(Err(error.category()));
+            tracing::warn!(
+                dockermachinetemplate = %key(&template.metadata),
+                error = %error_chain(error),
+                "Reconcile failed"
+            );
+            ctx.event(
+                template.as_ref(),
+                EventKind::Warning,
+                &event_reason(error.category()),
+                error_chain(error),
+            )
+            .await;
+        }
+    }
+    result
+}
+
+/// Retry delay after a failure: the object's own backoff.
+pub fn error_policy(
+    template: Arc<DockerMachineTemplate>,
+    _error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let backoff_key = format!("DockerMachineTemplate/{}", key(&template.metadata));
+    Action::requeue(ctx.backoff.failed(&backoff_key))
+}
+
+#[instrument(skip_all, fields(dockermachinetemplate = %key(&template.metadata)), err)]
+async fn reconcile_one(template: &DockerMachineTemplate, ctx: &Context) -> Result<Action> {
+    let host = ctx
+        .runtime
+        .host_info()
+        .await
+        .map_err(Error::runtime("read the Docker host facts"))?;
+    let wanted = DockerMachineTemplateStatus {
+        capacity: capacity(&host),
+    };
+    if template.status.as_ref() != Some(&wanted) {
+        let namespace = template.namespace().unwrap_or_default();
+        match apply_status(
+            &ctx.api::<DockerMachineTemplate>(&namespace),
+            &template.name_any(),
+            &wanted,
+        )
+        .await
+        {
+            Err(Error::Kube { source, .. }) if is_not_found(&source) => {}
+            other => {
+                other?;
+                tracing::info!(
+                    cpu = host.ncpu,
+                    memory = host.mem_total_bytes,
+                    "Published the machine capacity"
+                );
+            }
+        }
+    }
+    Ok(Action::requeue(ctx.manager.config.sync_period))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_is_written_in_canonical_binary_units() {
+        assert_eq!(binary_quantity(16 * 1024 * 1024 * 1024), "16Gi");
+        assert_eq!(binary_quantity(8_237_961_216), "8044884Ki");
+        assert_eq!(binary_quantity(1000), "1000");
+        assert_eq!(binary_quantity(0), "0");
+    }
+
+    #[test]
+    fn capacity_is_the_hosts_cpus_and_memory() {
+        let host = HostInfo {
+            ncpu: 2,
+            mem_total_bytes: 24 * 1024 * 1024 * 1024,
+            ..Default::default()
+        };
+        let got = capacity(&host);
+        assert_eq!(got.get("cpu"), Some(&Quantity("2".into())));
+        assert_eq!(got.get("memory"), Some(&Quantity("24Gi".into())));
+    }
+}

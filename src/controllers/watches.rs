@@ -1,0 +1,207 @@
+//! Mapping watched objects to the objects to reconcile, and the change filters that keep
+//! unrelated updates (status churn of Cluster API objects) from triggering reconciles.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Mutex, PoisonError};
+
+use kube::ResourceExt;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde::Serialize;
+
+use super::loadbalancer::machine_cluster;
+use super::meta::{cluster_label, owner_cluster, refers_to};
+use crate::api::PAUSED_ANNOTATION;
+use crate::api::capi::{Cluster, Machine};
+use crate::api::v1beta2::{DockerCluster, DockerMachine};
+
+/// Remembers a fingerprint per object and says whether it changed: a predicate for shared
+/// watch streams (which carry every update).
+#[derive(Debug, Default)]
+pub struct ChangeFilter {
+    seen: Mutex<HashMap<String, u64>>,
+}
+
+impl ChangeFilter {
+    /// Whether `fingerprint` differs from the last one seen for the object `uid`.
+    pub fn changed(&self, uid: &str, fingerprint: &impl Serialize) -> bool {
+        let text = serde_json::to_string(fingerprint).unwrap_or_default();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        let hash = hasher.finish();
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.insert(uid.to_string(), hash) != Some(hash)
+    }
+}
+
+fn paused_annotation(meta: &kube::core::ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(PAUSED_ANNOTATION))
+}
+
+/// What of a Cluster matters to a DockerCluster: pause and the infrastructure reference.
+pub fn cluster_fingerprint_for_docker_cluster(cluster: &Cluster) -> impl Serialize + use<> {
+    (
+        cluster.spec.paused,
+        paused_annotation(&cluster.metadata),
+        cluster.spec.infrastructure_ref.clone(),
+        cluster.spec.cluster_network.clone(),
+    )
+}
+
+/// What of a Cluster matters to DockerMachines: pause, infrastructure provisioned, control plane
+/// initialized, references and network.
+pub fn cluster_fingerprint_for_docker_machines(cluster: &Cluster) -> impl Serialize + use<> {
+    (
+        cluster.spec.paused,
+        cluster.infrastructure_provisioned(),
+        cluster.control_plane_initialized(),
+        cluster.spec.infrastructure_ref.clone(),
+        cluster.spec.control_plane_ref.is_some(),
+        cluster.spec.cluster_network.clone(),
+    )
+}
+
+/// What of a Machine matters to its DockerMachine.
+pub fn machine_fingerprint(machine: &Machine) -> impl Serialize + use<> {
+    (
+        machine.metadata.deletion_timestamp.is_some(),
+        machine.metadata.labels.clone(),
+        machine.spec.clone(),
+        machine.node_name().map(str::to_string),
+    )
+}
+
+/// What of a DockerCluster matters to its DockerMachines.
+pub fn docker_cluster_fingerprint(docker_cluster: &DockerCluster) -> impl Serialize + use<> {
+    (
+        docker_cluster.metadata.deletion_timestamp.is_some(),
+        paused_annotation(&docker_cluster.metadata),
+        docker_cluster.spec.clone(),
+        docker_cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.initialization.provisioned),
+    )
+}
+
+/// The DockerCluster a Cluster points to.
+pub fn cluster_to_docker_cluster(cluster: &Cluster) -> Option<ObjectRef<DockerCluster>> {
+    let reference = cluster.spec.infrastructure_ref.as_ref()?;
+    if !refers_to(reference, "DockerCluster") {
+        return None;
+    }
+    Some(ObjectRef::new(&reference.name).within(&cluster.namespace().unwrap_or_default()))
+}
+
+/// The DockerMachine a Machine points to.
+pub fn machine_to_docker_machine(machine: &Machine) -> Option<ObjectRef<DockerMachine>> {
+    let reference = machine.spec.infrastructure_ref.as_ref()?;
+    if !refers_to(reference, "DockerMachine") {
+        return None;
+    }
+    Some(ObjectRef::new(&reference.name).within(&machine.namespace().unwrap_or_default()))
+}
+
+/// The DockerMachines of the cluster `cluster` in `namespace`: those Machines point to, and
+/// those labelled with the cluster name.
+pub fn docker_machines_of_cluster(
+    namespace: &str,
+    cluster: &str,
+    machines: &Store<DeserializeGuard<Machine>>,
+    docker_machines: &Store<DockerMachine>,
+) -> Vec<ObjectRef<DockerMachine>> {
+    let mut refs: Vec<ObjectRef<DockerMachine>> = machines
+        .state()
+        .iter()
+        .filter_map(|guarded| guarded.0.as_ref().ok())
+        .filter(|m| {
+            m.namespace().as_deref() == Some(namespace) && machine_cluster(m) == Some(cluster)
+        })
+        .filter_map(machine_to_docker_machine)
+        .collect();
+    refs.extend(
+        docker_machines
+            .state()
+            .iter()
+            .filter(|dm| {
+                dm.namespace().as_deref() == Some(namespace)
+                    && cluster_label(&dm.metadata) == Some(cluster)
+            })
+            .map(|dm| ObjectRef::from_obj(dm.as_ref())),
+    );
+    refs.sort_by(|a, b| a.name.cmp(&b.name));
+    refs.dedup();
+    refs
+}
+
+/// The name of the Cluster a DockerCluster belongs to (owner, else label).
+pub fn docker_cluster_cluster(docker_cluster: &DockerCluster) -> Option<&str> {
+    owner_cluster(&docker_cluster.metadata).or_else(|| cluster_label(&docker_cluster.metadata))
+}
+
+/// Logs an object a watch could not decode (once per version of it).
+pub fn log_invalid<K>(guarded: &DeserializeGuard<K>, kind: &str) {
+    if let Err(invalid) = &guarded.0 {
+        tracing::warn!(
+            kind,
+            namespace = invalid.metadata.namespace.as_deref().unwrap_or_default(),
+            name = invalid.metadata.name.as_deref().unwrap_or_default(),
+            error = %invalid.error,
+            "Ignoring an object that does not decode"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::capi::ContractVersionedObjectReference;
+
+    #[test]
+    fn clusters_map_to_their_docker_cluster_by_group_and_kind() {
+        let cluster = Cluster::test("c1");
+        assert_eq!(
+            cluster_to_docker_cluster(&cluster),
+            Some(ObjectRef::new("c1").within("default"))
+        );
+        let mut foreign = Cluster::test("c1");
+        foreign.spec.infrastructure_ref = Some(ContractVersionedObjectReference {
+            api_group: "infrastructure.cluster.x-k8s.io".into(),
+            kind: "AWSCluster".into(),
+            name: "c1".into(),
+        });
+        assert_eq!(cluster_to_docker_cluster(&foreign), None);
+    }
+
+    #[test]
+    fn machines_map_to_their_docker_machine() {
+        assert_eq!(
+            machine_to_docker_machine(&Machine::test("m1")),
+            Some(ObjectRef::new("m1").within("default"))
+        );
+    }
+
+    #[test]
+    fn status_churn_does_not_pass_the_filter_but_relevant_changes_do() {
+        let filter = ChangeFilter::default();
+        let cluster = Cluster::test("c1");
+        assert!(filter.changed("u", &cluster_fingerprint_for_docker_machines(&cluster)));
+        let mut churned = cluster.clone();
+        churned.status = Some(crate::api::capi::ClusterStatus {
+            conditions: vec![crate::api::capi::ConditionView {
+                type_: "SomethingElse".into(),
+                status: "True".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        assert!(!filter.changed("u", &cluster_fingerprint_for_docker_machines(&churned)));
+        let provisioned = cluster.with_infrastructure_provisioned();
+        assert!(filter.changed("u", &cluster_fingerprint_for_docker_machines(&provisioned)));
+        let paused = provisioned.paused();
+        assert!(filter.changed("u", &cluster_fingerprint_for_docker_machines(&paused)));
+    }
+}
