@@ -284,8 +284,14 @@ async fn sigterm_stops_the_manager_cleanly_and_releases_the_lease() {
         holder.starts_with("capd-controller-manager-abc12_"),
         "{holder}"
     );
-    let (code, _) = http_get(health_port, "/readyz").await.unwrap();
-    assert_eq!(code, 200);
+    // Ready once the controllers' watches synced (the fake API answers them with empty lists).
+    eventually(Duration::from_secs(20), "/readyz to answer 200", || async {
+        http_get(health_port, "/readyz")
+            .await
+            .ok()
+            .filter(|(code, _)| *code == 200)
+    })
+    .await;
 
     let pid = child.id().unwrap().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
@@ -12,7 +13,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::ErrorBackoff;
@@ -52,16 +53,20 @@ fn watch_config(selector: Option<&str>) -> watcher::Config {
     }
 }
 
-/// A shared watch: its store, and the future that keeps it running (must be polled).
-fn shared_watch<K>(
+/// One watch of a kind, shared by every consumer: a store, subscribers, and a sync signal.
+///
+/// Readiness is taken from the watch's own `InitDone` event, never from
+/// `Store::wait_until_ready`: that future keeps only one waker per store, and the controller's
+/// applier already waits on it, so a second waiter could leave the controller stalled.
+struct SharedWatch<K: Resource<DynamicType = ()> + Clone + 'static> {
     api: Api<K>,
     config: watcher::Config,
     kind: &'static str,
-) -> (
-    Store<K>,
-    reflector::store::Writer<K>,
-    impl FnOnce(reflector::store::Writer<K>) -> futures::future::BoxFuture<'static, ()>,
-)
+    reader: Store<K>,
+    writer: reflector::store::Writer<K>,
+}
+
+impl<K> SharedWatch<K>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -71,19 +76,59 @@ where
         + Sync
         + 'static,
 {
-    let (reader, writer) = reflector::store_shared::<K>(SHARED_BUFFER);
-    let run = move |writer| {
-        watcher(api, config)
+    fn new(api: Api<K>, config: watcher::Config, kind: &'static str) -> Self {
+        let (reader, writer) = reflector::store_shared::<K>(SHARED_BUFFER);
+        Self {
+            api,
+            config,
+            kind,
+            reader,
+            writer,
+        }
+    }
+
+    fn subscribe(&self) -> Option<reflector::ReflectHandle<K>> {
+        self.writer.subscribe()
+    }
+
+    /// The future that runs the watch (must be polled) and a receiver that turns `true` once
+    /// the first list is in the store.
+    fn into_driver(self) -> (BoxFuture<'static, ()>, watch::Receiver<bool>) {
+        let (synced_tx, synced_rx) = watch::channel(false);
+        let kind = self.kind;
+        let driver = watcher(self.api, self.config)
             .default_backoff()
-            .reflect_shared(writer)
-            .for_each(move |event| async move {
-                if let Err(error) = event {
-                    tracing::warn!(kind, error = %error_chain(&error), "Watch failed; retrying");
+            .reflect_shared(self.writer)
+            .for_each(move |event| {
+                match event {
+                    Ok(watcher::Event::InitDone) => {
+                        synced_tx.send_replace(true);
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(kind, error = %error_chain(&error), "Watch failed; retrying");
+                    }
                 }
+                std::future::ready(())
             })
-            .boxed()
-    };
-    (reader, writer, run)
+            .boxed();
+        (driver, synced_rx)
+    }
+}
+
+/// Marks `name` ready on `/readyz` once every watch in `synced` has listed its objects.
+async fn ready_when_synced(
+    readiness: manager::Readiness,
+    name: &'static str,
+    synced: Vec<watch::Receiver<bool>>,
+) {
+    for mut receiver in synced {
+        if receiver.wait_for(|done| *done).await.is_err() {
+            return;
+        }
+    }
+    tracing::info!(controller = name, "Watches synced");
+    readiness.mark_ready(name);
 }
 
 /// Logs the outcome of each reconcile at debug level (failures are logged by the reconcilers).
@@ -109,7 +154,7 @@ pub fn start(
     let client = manager.client.clone();
     let namespace = config.namespace.as_deref();
     let selector = config.label_selector();
-    let watch = || watch_config(selector.as_deref());
+    let watch_config = || watch_config(selector.as_deref());
 
     for (name, concurrency) in [
         (dockercluster::CONTROLLER, config.concurrency.docker_cluster),
@@ -123,43 +168,70 @@ pub fn start(
         manager.readiness.require(name);
     }
 
-    let (clusters, cluster_writer, run_clusters) = shared_watch(
+    let clusters = SharedWatch::new(
         api::<DeserializeGuard<Cluster>>(&client, namespace),
-        watch(),
+        watch_config(),
         "Cluster",
     );
-    let (machines, machine_writer, run_machines) = shared_watch(
+    let machines = SharedWatch::new(
         api::<DeserializeGuard<Machine>>(&client, namespace),
-        watch(),
+        watch_config(),
         "Machine",
     );
-    let (docker_clusters, dc_writer, run_docker_clusters) = shared_watch(
+    let docker_clusters = SharedWatch::new(
         api::<DockerCluster>(&client, namespace),
-        watch(),
+        watch_config(),
         "DockerCluster",
     );
-    let subscribe = |writer: &reflector::store::Writer<_>| writer.subscribe();
-    let (Some(clusters_for_dc), Some(clusters_for_dm)) =
-        (subscribe(&cluster_writer), subscribe(&cluster_writer))
+    let docker_machines = SharedWatch::new(
+        api::<DockerMachine>(&client, namespace),
+        watch_config(),
+        "DockerMachine",
+    );
+    let templates = SharedWatch::new(
+        api::<DockerMachineTemplate>(&client, namespace),
+        watch_config(),
+        "DockerMachineTemplate",
+    );
+    let subscriptions = (
+        clusters.subscribe(),
+        clusters.subscribe(),
+        machines.subscribe(),
+        docker_clusters.subscribe(),
+        docker_clusters.subscribe(),
+        docker_machines.subscribe(),
+        templates.subscribe(),
+    );
+    let (
+        Some(clusters_for_dc),
+        Some(clusters_for_dm),
+        Some(machines_for_dm),
+        Some(dcs_for_dc),
+        Some(dcs_for_dm),
+        Some(dms),
+        Some(template_events),
+    ) = subscriptions
     else {
+        // Shared stores always hand out subscribers; this cannot happen.
+        tracing::error!("A shared watch refused a subscriber; no controller can run");
         return Vec::new();
     };
-    let (Some(machines_for_dm), Some(dcs_for_dc), Some(dcs_for_dm)) = (
-        machine_writer.subscribe(),
-        dc_writer.subscribe(),
-        dc_writer.subscribe(),
-    ) else {
-        return Vec::new();
-    };
+    let (cluster_store, machine_store, dc_store, dm_store, template_store) = (
+        clusters.reader.clone(),
+        machines.reader.clone(),
+        docker_clusters.reader.clone(),
+        docker_machines.reader.clone(),
+        templates.reader.clone(),
+    );
 
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DockerMachine>>();
     let ctx = Arc::new(Context {
         manager: manager.clone(),
         runtime,
         stores: Stores {
-            clusters: clusters.clone(),
-            machines: machines.clone(),
-            docker_clusters: docker_clusters.clone(),
+            clusters: cluster_store,
+            machines: machine_store.clone(),
+            docker_clusters: dc_store.clone(),
         },
         tasks: TaskRegistry::new(trigger_tx),
         workload: WorkloadClients::new(config.workload_client_qps, config.workload_client_burst),
@@ -169,7 +241,7 @@ pub fn start(
 
     // DockerCluster: its own objects, and Clusters through spec.infrastructureRef.
     let filter = ChangeFilter::default();
-    let dc_controller = Controller::for_shared_stream(dcs_for_dc, docker_clusters.clone())
+    let dc_controller = Controller::for_shared_stream(dcs_for_dc, dc_store)
         .with_config(ControllerConfig::default().concurrency(config.concurrency.docker_cluster))
         .watches_shared_stream(
             clusters_for_dc,
@@ -185,24 +257,18 @@ pub fn start(
         )
         .graceful_shutdown_on(stop.clone().cancelled_owned());
 
-    // DockerMachine: its own objects, Machines through spec.infrastructureRef, the DockerCluster
-    // and Cluster of their cluster, and the progress of background tasks.
-    let dm_controller = Controller::new(api::<DockerMachine>(&client, namespace), watch())
-        .with_config(ControllerConfig::default().concurrency(config.concurrency.docker_machine));
-    let dm_store = dm_controller.store();
+    // DockerMachine: its own objects, Machines through spec.infrastructureRef, the Cluster and
+    // DockerCluster of their cluster, and the progress of background tasks.
     let machine_filter = ChangeFilter::default();
     let cluster_filter = ChangeFilter::default();
     let dc_filter = ChangeFilter::default();
-    let (machines_a, machines_b, dm_store_a, dm_store_b) = (
-        machines.clone(),
-        machines.clone(),
-        dm_store.clone(),
-        dm_store.clone(),
-    );
+    let (machines_a, machines_b) = (machine_store.clone(), machine_store);
+    let (dm_store_a, dm_store_b) = (dm_store.clone(), dm_store.clone());
     let triggers = futures::stream::unfold(trigger_rx, |mut rx| async move {
         rx.recv().await.map(|object| (object, rx))
     });
-    let dm_controller = dm_controller
+    let dm_controller = Controller::for_shared_stream(dms, dm_store)
+        .with_config(ControllerConfig::default().concurrency(config.concurrency.docker_machine))
         .watches_shared_stream(
             machines_for_dm,
             move |guarded: Arc<DeserializeGuard<Machine>>| {
@@ -250,118 +316,90 @@ pub fn start(
         .graceful_shutdown_on(stop.clone().cancelled_owned());
 
     // DockerMachineTemplate: its own objects.
-    let template_controller =
-        Controller::new(api::<DockerMachineTemplate>(&client, namespace), watch())
-            .with_config(
-                ControllerConfig::default().concurrency(config.concurrency.docker_machine_template),
-            )
-            .graceful_shutdown_on(stop.clone().cancelled_owned());
-    let template_store = template_controller.store();
+    let template_controller = Controller::for_shared_stream(template_events, template_store)
+        .with_config(
+            ControllerConfig::default().concurrency(config.concurrency.docker_machine_template),
+        )
+        .graceful_shutdown_on(stop.clone().cancelled_owned());
 
+    let (run_clusters, clusters_synced) = clusters.into_driver();
+    let (run_machines, machines_synced) = machines.into_driver();
+    let (run_dcs, dcs_synced) = docker_clusters.into_driver();
+    let (run_dms, dms_synced) = docker_machines.into_driver();
+    let (run_templates, templates_synced) = templates.into_driver();
     let readiness = manager.readiness.clone();
-    let ready_when_synced =
-        |name: &'static str, waits: Vec<futures::future::BoxFuture<'static, bool>>| {
-            let readiness = readiness.clone();
-            async move {
-                let synced = futures::future::join_all(waits).await;
-                if synced.iter().all(|ok| *ok) {
-                    tracing::info!(controller = name, "Watches synced");
-                    readiness.mark_ready(name);
-                }
-            }
-        };
-    let dc_ready = ready_when_synced(
-        dockercluster::CONTROLLER,
-        vec![
-            synced_store(docker_clusters.clone()),
-            synced_store(clusters.clone()),
-        ],
+    let ready = futures::future::join3(
+        ready_when_synced(
+            readiness.clone(),
+            dockercluster::CONTROLLER,
+            vec![dcs_synced.clone(), clusters_synced.clone()],
+        ),
+        ready_when_synced(
+            readiness.clone(),
+            dockermachine::CONTROLLER,
+            vec![dms_synced, machines_synced, clusters_synced, dcs_synced],
+        ),
+        ready_when_synced(readiness, template::CONTROLLER, vec![templates_synced]),
     );
-    let dm_ready = ready_when_synced(
-        dockermachine::CONTROLLER,
-        vec![
-            synced_store(dm_store),
-            synced_store(machines),
-            synced_store(clusters),
-            synced_store(docker_clusters),
-        ],
-    );
-    let template_ready =
-        ready_when_synced(template::CONTROLLER, vec![synced_store(template_store)]);
-
     let watches_stop = stop.clone();
     let watches = async move {
-        let all = futures::future::join3(
-            run_clusters(cluster_writer),
-            run_machines(machine_writer),
-            run_docker_clusters(dc_writer),
-        );
+        let all =
+            futures::future::join5(run_clusters, run_machines, run_dcs, run_dms, run_templates);
         tokio::select! {
-            _ = all => tracing::warn!("Shared watches ended"),
+            _ = all => tracing::warn!("The watches ended"),
             () = watches_stop.cancelled() => {}
         }
     };
+    let readiness_stop = stop.clone();
+    let readiness_task = async move {
+        tokio::select! {
+            _ = ready => {}
+            () = readiness_stop.cancelled() => {}
+        }
+        readiness_stop.cancelled().await;
+    };
 
-    let ctx_dc = ctx.clone();
-    let ctx_dm = ctx.clone();
-    let ctx_template = ctx.clone();
-    let tasks_on_stop = ctx.clone();
+    let (ctx_dc, ctx_dm, ctx_template) = (ctx.clone(), ctx.clone(), ctx.clone());
     vec![
         ControllerTask {
             name: "watches",
             future: watches.boxed(),
         },
         ControllerTask {
+            name: "readiness",
+            future: readiness_task.boxed(),
+        },
+        ControllerTask {
             name: dockercluster::CONTROLLER,
-            future: async move {
-                let ready = tokio::spawn(dc_ready);
-                drain(dc_controller.run(
-                    dockercluster::reconcile,
-                    dockercluster::error_policy,
-                    ctx_dc,
-                ))
-                .await;
-                ready.abort();
-            }
+            future: drain(dc_controller.run(
+                dockercluster::reconcile,
+                dockercluster::error_policy,
+                ctx_dc,
+            ))
             .boxed(),
         },
         ControllerTask {
             name: dockermachine::CONTROLLER,
             future: async move {
-                let ready = tokio::spawn(dm_ready);
                 drain(dm_controller.run(
                     dockermachine::reconcile,
                     dockermachine::error_policy,
                     ctx_dm,
                 ))
                 .await;
-                ready.abort();
                 // Bootstrap keeps running inside the nodes; the next leader observes it.
-                tasks_on_stop.tasks.abort_all();
+                ctx.tasks.abort_all();
             }
             .boxed(),
         },
         ControllerTask {
             name: template::CONTROLLER,
-            future: async move {
-                let ready = tokio::spawn(template_ready);
-                drain(template_controller.run(
-                    template::reconcile,
-                    template::error_policy,
-                    ctx_template,
-                ))
-                .await;
-                ready.abort();
-            }
+            future: drain(template_controller.run(
+                template::reconcile,
+                template::error_policy,
+                ctx_template,
+            ))
             .boxed(),
         },
     ]
-}
-
-fn synced_store<K>(store: Store<K>) -> futures::future::BoxFuture<'static, bool>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    async move { store.wait_until_ready().await.is_ok() }.boxed()
 }

@@ -87,6 +87,7 @@ impl FakeApi {
                 "/apis/authorization.k8s.io/v1/subjectaccessreviews",
                 post(access_review),
             )
+            .fallback(empty_collections)
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -134,6 +135,27 @@ impl FakeApi {
         std::fs::write(&path, text).unwrap();
         path
     }
+}
+
+/// Any other read answers as an empty collection, and watches stay open without events, so the
+/// controllers' watches (Clusters, Machines, our kinds) sync against this fake.
+async fn empty_collections(request: axum::extract::Request) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if request.method() != axum::http::Method::GET {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let watch = request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    if watch {
+        let body = axum::body::Body::from_stream(futures::stream::pending::<
+            Result<Vec<u8>, std::io::Error>,
+        >());
+        return (StatusCode::OK, body).into_response();
+    }
+    Json(json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"}, "items": []}))
+        .into_response()
 }
 
 async fn version() -> Json<Value> {
