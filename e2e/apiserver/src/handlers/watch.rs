@@ -181,7 +181,9 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
                 return;
             }
         }
-        w.last_rv = w.last_rv.max(current);
+        if replay.is_empty() {
+            w.last_rv = w.last_rv.max(current);
+        }
         if send_initial && !w.send_bookmark(&tx, current, true).await {
             return;
         }

@@ -253,7 +253,8 @@ fn prepare_update(req: &Req, live: &Value, candidate: Value) -> Value {
         }
     }
     crate::ssa::tidy(&mut object);
-    if def.has_generation && without_metadata(&object) != without_metadata(live) {
+    if def.has_generation && sub != "status" && without_metadata(&object) != without_metadata(live)
+    {
         let generation = live["metadata"]["generation"].as_i64().unwrap_or(1);
         object["metadata"]["generation"] = json!(generation + 1);
     }
