@@ -5,6 +5,8 @@ mod common;
 mod crd;
 mod crud;
 mod deletion;
+mod events;
 mod list;
+mod reference_crds;
 mod ssa;
 mod watch;
