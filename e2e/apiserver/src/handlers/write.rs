@@ -120,15 +120,59 @@ fn without_metadata(v: &Value) -> Map<String, Value> {
     m
 }
 
-/// Prunes and defaults a custom resource with its version's schema.
-fn structural(def: &ResourceDef, version: &str, object: &mut Value) {
+/// Prunes and defaults a custom resource with its version's schema; returns the dropped paths.
+fn structural(def: &ResourceDef, version: &str, object: &mut Value, defaults: bool) -> Vec<String> {
     if !def.custom {
-        return;
+        return Vec::new();
     }
-    if let Some(schema) = def.schema(version) {
-        crate::schema::prune(object, schema, true);
+    let Some(schema) = def.schema(version) else {
+        return Vec::new();
+    };
+    let removed = crate::schema::prune(object, schema, true);
+    if defaults {
         crate::schema::default(object, schema, true);
     }
+    removed
+}
+
+/// Applies `fieldValidation`: Strict rejects unknown fields, Warn (the default) warns, Ignore drops them silently.
+fn field_validation(req: &Req, unknown: &[String], warnings: &mut Vec<String>) -> ApiResult<()> {
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    match req.param("fieldValidation") {
+        Some("Ignore") => Ok(()),
+        Some("Strict") => {
+            let fields: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field {f:?}"))
+                .collect();
+            Err(ApiError::bad_request(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+                fields.join(", "),
+                kind = req.def.kind,
+                version = req.version,
+            )))
+        }
+        Some("Warn") | None => {
+            warnings.extend(unknown.iter().map(|f| format!("unknown field {f:?}")));
+            Ok(())
+        }
+        Some(other) => Err(ApiError::bad_request(format!(
+            "fieldValidation {other:?} is not supported; use Ignore, Warn or Strict"
+        ))),
+    }
+}
+
+/// Adds `Warning` headers, as kube-apiserver does for unknown fields.
+fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {}", serde_json::Value::String(w.clone()));
+        if let Ok(v) = axum::http::HeaderValue::from_str(&text) {
+            resp.headers_mut().append("warning", v);
+        }
+    }
+    resp
 }
 
 fn validate(req: &Req, object: &Value, old: Option<&Value>) -> ApiResult<()> {
@@ -357,6 +401,17 @@ fn decode_apply(req: &Req, body: &[u8]) -> ApiResult<Value> {
 }
 
 async fn write(shared: &Shared, req: &Req, op: Op) -> ApiResult<Response> {
+    let mut warnings = Vec::new();
+    let resp = write_inner(shared, req, op, &mut warnings).await?;
+    Ok(with_warnings(resp, &warnings))
+}
+
+async fn write_inner(
+    shared: &Shared,
+    req: &Req,
+    op: Op,
+    warnings: &mut Vec<String>,
+) -> ApiResult<Response> {
     let dry_run = req.dry_run()?;
     let force = req.flag("force");
     let manager = req.field_manager();
@@ -423,7 +478,9 @@ async fn write(shared: &Shared, req: &Req, op: Op) -> ApiResult<Response> {
             }
         }
         Op::Patch(PatchType::Apply, body) => {
-            let config = decode_apply(req, &body)?;
+            let mut config = decode_apply(req, &body)?;
+            let unknown = structural(&def, &req.version, &mut config, false);
+            field_validation(req, &unknown, warnings)?;
             if manager.is_empty() || req.param("fieldManager").is_none() {
                 return Err(ApiError::invalid(
                     "PatchOptions",
@@ -487,7 +544,8 @@ async fn write(shared: &Shared, req: &Req, op: Op) -> ApiResult<Response> {
         }
     };
     let mut object = candidate;
-    structural(&def, &req.version, &mut object);
+    let unknown = structural(&def, &req.version, &mut object, true);
+    field_validation(req, &unknown, warnings)?;
     if creating {
         prepare_create(req, &mut object);
         validate(req, &object, None)?;

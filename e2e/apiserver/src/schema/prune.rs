@@ -12,19 +12,40 @@ fn embedded(schema: &Value) -> bool {
     schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true))
 }
 
-fn prune_metadata(meta: &mut Value) {
+fn prune_metadata(meta: &mut Value, path: &str, removed: &mut Vec<String>) {
     if let Some(m) = meta.as_object_mut() {
-        m.retain(|k, _| OBJECT_META_FIELDS.contains(&k.as_str()));
+        m.retain(|k, _| {
+            let known = OBJECT_META_FIELDS.contains(&k.as_str());
+            if !known {
+                removed.push(join(path, k));
+            }
+            known
+        });
     }
 }
 
-/// Drops fields the schema does not know, like kube-apiserver's structural pruning.
-/// At the root (and in embedded resources) `apiVersion`, `kind` and `metadata` are kept.
-pub fn prune(value: &mut Value, schema: &Value, root: bool) {
-    if (root || embedded(schema))
-        && let Some(meta) = value.get_mut("metadata")
-    {
-        prune_metadata(meta);
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Drops fields the schema does not know, like kube-apiserver's structural pruning, and returns
+/// the paths it dropped. At the root (and in embedded resources) `apiVersion`, `kind` and
+/// `metadata` are kept.
+pub fn prune(value: &mut Value, schema: &Value, root: bool) -> Vec<String> {
+    let mut removed = Vec::new();
+    walk(value, schema, root, "", &mut removed);
+    removed
+}
+
+fn walk(value: &mut Value, schema: &Value, root: bool, path: &str, removed: &mut Vec<String>) {
+    if root || embedded(schema) {
+        if let Some(meta) = value.get_mut("metadata") {
+            prune_metadata(meta, &join(path, "metadata"), removed);
+        }
     }
     match value {
         Value::Object(map) => {
@@ -45,20 +66,21 @@ pub fn prune(value: &mut Value, schema: &Value, root: bool) {
                 match child_schema {
                     Some(cs) => {
                         if let Some(child) = map.get_mut(&k) {
-                            prune(child, cs, false);
+                            walk(child, cs, false, &join(path, &k), removed);
                         }
                     }
                     None if keep_unknown => {}
                     None => {
                         map.remove(&k);
+                        removed.push(join(path, &k));
                     }
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                for item in items {
-                    prune(item, item_schema, false);
+                for (i, item) in items.iter_mut().enumerate() {
+                    walk(item, item_schema, false, &format!("{path}[{i}]"), removed);
                 }
             }
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::routing::post;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams, ValidationDirective};
 use kube::discovery::{Discovery, Scope};
 use serde_json::{Value, json};
 use testapiserver::tls::{ServingCerts, TlsListener};
@@ -137,6 +137,18 @@ async fn unknown_fields_are_pruned_and_defaults_applied() {
         "embedded metadata is ObjectMeta"
     );
     assert_eq!(spec["extra"]["free"]["form"], 1);
+
+    let strict = PatchParams::default().validation(ValidationDirective::Strict);
+    let err = status(
+        api.patch("p", &strict, &Patch::Merge(json!({"spec": {"typo": 1}})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 400);
+    assert_eq!(
+        err.message,
+        "Widget in version \"v1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.typo\""
+    );
 }
 
 #[tokio::test]

@@ -35,7 +35,11 @@ async fn recorder_events_are_visible_in_both_apis() {
 
     let new_api: Api<Event> = Api::namespaced(client.clone(), "default");
     let listed = new_api.list(&ListParams::default()).await.unwrap();
-    assert_eq!(listed.items.len(), 1, "the repeat is a series patch, not a new event");
+    assert_eq!(
+        listed.items.len(),
+        1,
+        "the repeat is a series patch, not a new event"
+    );
     let ev = &listed.items[0];
     assert_eq!(ev.reason.as_deref(), Some("ContainerFailed"));
     assert_eq!(ev.series.as_ref().map(|s| s.count), Some(2));

@@ -2,13 +2,18 @@
 
 use std::path::PathBuf;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::{Value, json};
 
 use crate::common::{install_crd, start, status};
 
 fn crd_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/reference/crds"));
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/reference/crds"
+    ));
     dir.is_dir().then_some(dir)
 }
 
@@ -29,8 +34,15 @@ fn load_crds(dir: &PathBuf) -> Vec<Value> {
     out
 }
 
-fn api(client: &kube::Client, group: &str, version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+fn api(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
     Api::namespaced_with(client.clone(), "default", &ar)
 }
 
@@ -44,7 +56,13 @@ async fn cluster_api_crds_serve_and_validate_objects() {
     for crd in load_crds(&dir) {
         install_crd(&client, crd).await;
     }
-    let machines = api(&client, "infrastructure.cluster.x-k8s.io", "v1beta2", "DockerMachine", "dockermachines");
+    let machines = api(
+        &client,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta2",
+        "DockerMachine",
+        "dockermachines",
+    );
     let dm: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
         "kind": "DockerMachine",
@@ -53,7 +71,10 @@ async fn cluster_api_crds_serve_and_validate_objects() {
     }))
     .unwrap();
     let created = machines.create(&PostParams::default(), &dm).await.unwrap();
-    assert!(created.data["spec"].get("unknownField").is_none(), "pruned by the real schema");
+    assert!(
+        created.data["spec"].get("unknownField").is_none(),
+        "pruned by the real schema"
+    );
 
     let status_patch = json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
@@ -65,7 +86,11 @@ async fn cluster_api_crds_serve_and_validate_objects() {
         }
     });
     let patched = machines
-        .patch_status("m0", &PatchParams::apply("capd-manager").force(), &Patch::Apply(&status_patch))
+        .patch_status(
+            "m0",
+            &PatchParams::apply("capd-manager").force(),
+            &Patch::Apply(&status_patch),
+        )
         .await
         .unwrap();
     assert_eq!(patched.data["status"]["conditions"][0]["type"], "Ready");
@@ -77,18 +102,42 @@ async fn cluster_api_crds_serve_and_validate_objects() {
     });
     let err = status(
         machines
-            .patch_status("m0", &PatchParams::apply("capd-manager").force(), &Patch::Apply(&bad_condition))
+            .patch_status(
+                "m0",
+                &PatchParams::apply("capd-manager").force(),
+                &Patch::Apply(&bad_condition),
+            )
             .await
             .unwrap_err(),
     );
     assert_eq!(err.code, 422, "{}", err.message);
-    assert!(err.message.contains("status.conditions[0].status: Unsupported value: \"Maybe\""), "{}", err.message);
+    assert!(
+        err.message
+            .contains("status.conditions[0].status: Unsupported value: \"Maybe\""),
+        "{}",
+        err.message
+    );
 
-    let old = api(&client, "infrastructure.cluster.x-k8s.io", "v1beta1", "DockerMachine", "dockermachines");
+    let old = api(
+        &client,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "DockerMachine",
+        "dockermachines",
+    );
     let as_v1beta1 = old.get("m0").await.unwrap();
-    assert_eq!(as_v1beta1.types.unwrap().api_version, "infrastructure.cluster.x-k8s.io/v1beta1");
+    assert_eq!(
+        as_v1beta1.types.unwrap().api_version,
+        "infrastructure.cluster.x-k8s.io/v1beta1"
+    );
 
-    let clusters = api(&client, "cluster.x-k8s.io", "v1beta2", "Cluster", "clusters");
+    let clusters = api(
+        &client,
+        "cluster.x-k8s.io",
+        "v1beta2",
+        "Cluster",
+        "clusters",
+    );
     let cluster: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2",
         "kind": "Cluster",
@@ -96,5 +145,8 @@ async fn cluster_api_crds_serve_and_validate_objects() {
         "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": "c"}}
     }))
     .unwrap();
-    clusters.create(&PostParams::default(), &cluster).await.unwrap();
+    clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
 }
