@@ -42,10 +42,10 @@ pub fn prune(value: &mut Value, schema: &Value, root: bool) -> Vec<String> {
 }
 
 fn walk(value: &mut Value, schema: &Value, root: bool, path: &str, removed: &mut Vec<String>) {
-    if root || embedded(schema) {
-        if let Some(meta) = value.get_mut("metadata") {
-            prune_metadata(meta, &join(path, "metadata"), removed);
-        }
+    if (root || embedded(schema))
+        && let Some(meta) = value.get_mut("metadata")
+    {
+        prune_metadata(meta, &join(path, "metadata"), removed);
     }
     match value {
         Value::Object(map) => {
