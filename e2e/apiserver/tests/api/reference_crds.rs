@@ -1,6 +1,6 @@
 //! The Cluster API and CAPD CRDs of release 1.12 install, establish and validate real objects.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -17,7 +17,7 @@ fn crd_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
-fn load_crds(dir: &PathBuf) -> Vec<Value> {
+fn load_crds(dir: &Path) -> Vec<Value> {
     let mut out = Vec::new();
     for sub in ["capi-release-1.12", "capd-release-1.12"] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(sub))
