@@ -51,8 +51,13 @@ pub fn apply_patch(
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
             let mut doc = current.clone();
-            json_patch::patch(&mut doc, &ops.0)
-                .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+            for op in &ops.0 {
+                if missing_null_test(&doc, op) {
+                    continue;
+                }
+                json_patch::patch(&mut doc, std::slice::from_ref(op))
+                    .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+            }
             Ok(doc)
         }
         PatchType::Merge => {
@@ -77,6 +82,21 @@ pub fn apply_patch(
         }
         PatchType::Apply => Err(ApiError::internal("apply patches are not merge patches")),
     }
+}
+
+/// Whether an op tests that a missing member is null, which kube-apiserver's JSON patch library
+/// (evanphx/json-patch) accepts while RFC 6902 implementations reject it. kube-runtime's finalizer
+/// helper relies on it when adding the first finalizer.
+fn missing_null_test(doc: &Value, op: &json_patch::PatchOperation) -> bool {
+    let json_patch::PatchOperation::Test(t) = op else {
+        return false;
+    };
+    if !t.value.is_null() {
+        return false;
+    }
+    let path = t.path.as_str();
+    let parent = path.rsplit_once('/').map(|(p, _)| p).unwrap_or_default();
+    doc.pointer(path).is_none() && doc.pointer(parent).is_some()
 }
 
 /// Strategic merge: a merge patch whose lists with merge keys (list-type map/set) merge by key,
@@ -182,6 +202,23 @@ mod tests {
             out["status"]["conditions"],
             json!([{"type": "A", "status": "True"}, {"type": "B", "status": "True"}])
         );
+    }
+
+    #[test]
+    fn testing_a_missing_member_against_null_passes() {
+        let current = json!({"metadata": {"name": "a"}});
+        let patch = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}
+        ]);
+        let out = apply_patch(
+            &current,
+            patch.to_string().as_bytes(),
+            PatchType::Json,
+            Schema::root(None, true),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
     }
 
     #[test]

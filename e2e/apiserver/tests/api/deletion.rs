@@ -71,6 +71,40 @@ async fn finalizers_hold_deletion_until_removed() {
 }
 
 #[tokio::test]
+async fn kube_runtime_finalizer_helper_adds_and_removes_its_finalizer() {
+    use kube::runtime::controller::Action;
+    use kube::runtime::finalizer::{Event, finalizer};
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let api = widgets(&client);
+    api.create(&PostParams::default(), &widget("fz", json!({"size": 1})))
+        .await
+        .unwrap();
+    let run = |api: kube::Api<kube::api::DynamicObject>| async move {
+        let obj = std::sync::Arc::new(api.get("fz").await.unwrap());
+        finalizer(&api, "example.com/cleanup", obj, |event| async move {
+            match event {
+                Event::Apply(_) | Event::Cleanup(_) => Ok::<_, kube::Error>(Action::await_change()),
+            }
+        })
+        .await
+    };
+    run(api.clone()).await.unwrap();
+    let with = api.get("fz").await.unwrap();
+    assert_eq!(
+        with.metadata.finalizers,
+        Some(vec!["example.com/cleanup".to_string()])
+    );
+    run(api.clone()).await.unwrap();
+    api.delete("fz", &DeleteParams::default()).await.unwrap();
+    run(api.clone()).await.unwrap();
+    assert!(
+        api.get_opt("fz").await.unwrap().is_none(),
+        "cleanup removed the finalizer and the object"
+    );
+}
+
+#[tokio::test]
 async fn preconditions_guard_deletes() {
     let (_h, client) = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
