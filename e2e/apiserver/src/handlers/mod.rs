@@ -1,6 +1,7 @@
 //! HTTP routing: discovery paths, resource paths, verbs and query parameters.
 
 mod delete;
+mod prepare;
 mod read;
 mod watch;
 mod write;
@@ -19,7 +20,7 @@ use crate::resources::ResourceDef;
 use crate::server::Shared;
 
 pub use delete::{DeleteOptions, Propagation, delete_object};
-pub use write::seed;
+pub use prepare::seed;
 
 /// The router serving every path.
 pub fn router(shared: Arc<Shared>) -> Router {
