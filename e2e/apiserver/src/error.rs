@@ -217,7 +217,7 @@ impl ApiError {
             status["reason"] = json!(self.reason);
         }
         if let Some(details) = &self.details {
-            status["details"] = details.clone();
+            status["details"] = omit_empty(details);
         }
         status
     }
@@ -229,6 +229,15 @@ impl IntoResponse for ApiError {
         let body = self.status().to_string();
         (code, [("content-type", "application/json")], body).into_response()
     }
+}
+
+/// Drops empty strings from `Status.details`, whose fields are all `omitempty` in Go.
+pub fn omit_empty(details: &Value) -> Value {
+    let mut d = details.clone();
+    if let Some(m) = d.as_object_mut() {
+        m.retain(|_, v| v.as_str() != Some("") && !v.is_null());
+    }
+    d
 }
 
 /// Result of an API operation.

@@ -318,6 +318,6 @@ pub fn success_status(def: &ResourceDef, name: &str, uid: &Value) -> Value {
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
-        "details": {"name": name, "group": def.group, "kind": def.plural, "uid": uid},
+        "details": crate::error::omit_empty(&json!({"name": name, "group": def.group, "kind": def.plural, "uid": uid})),
     })
 }
