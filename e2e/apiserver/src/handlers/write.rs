@@ -126,12 +126,15 @@ async fn write_inner(
         Op::Create(mut obj) => {
             check_type(req, &mut obj)?;
             check_identity(req, &mut obj)?;
-            if !obj["metadata"]["resourceVersion"]
+            // The etcd3 store rejects it with a plain error that becomes 500/Unknown; an
+            // unparsable or zero resourceVersion is ignored there.
+            let asked = obj["metadata"]["resourceVersion"]
                 .as_str()
-                .unwrap_or_default()
-                .is_empty()
-            {
-                return Err(ApiError::bad_request(
+                .unwrap_or_default();
+            if asked.parse::<u64>().is_ok_and(|rv| rv > 0) {
+                return Err(ApiError::new(
+                    500,
+                    "Unknown",
                     "resourceVersion should not be set on objects to be created",
                 ));
             }

@@ -268,10 +268,16 @@ pub fn track_apply(
     if let Some(last) = &last {
         let others: FieldSet = entries.iter().flat_map(|e| e.set.iter().cloned()).collect();
         let mut gone: Vec<&Path> = last.set.difference(&config_set).collect();
-        gone.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        // Parents first: removing a list item by its key must happen before its key field goes.
+        gone.sort_by_key(|p| p.len());
+        let mut removed: Vec<&Path> = Vec::new();
         for path in gone {
+            if removed.iter().any(|r| path.starts_with(r)) {
+                continue;
+            }
             if !covers(&others, path) && !covers(&config_set, path) {
                 merge::remove_path(&mut merged, path);
+                removed.push(path);
             }
         }
     }

@@ -180,6 +180,36 @@ async fn fields_an_applier_drops_are_removed_unless_someone_else_owns_them() {
 }
 
 #[tokio::test]
+async fn list_map_items_an_applier_drops_disappear_whole() {
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let api = widgets(&client);
+    api.patch(
+        "s",
+        &PatchParams::apply("alice"),
+        &Patch::Apply(body(
+            json!({"size": 1, "ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}]}),
+        )),
+    )
+    .await
+    .unwrap();
+    let after = api
+        .patch(
+            "s",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(body(
+                json!({"size": 1, "ports": [{"name": "a", "port": 1}]}),
+            )),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        after.data["spec"]["ports"],
+        json!([{"name": "a", "port": 1}])
+    );
+}
+
+#[tokio::test]
 async fn conditions_merge_by_type_across_managers() {
     let (_h, client) = start().await;
     install_widgets(&client).await;
