@@ -8,6 +8,7 @@ mod crud;
 mod deletion;
 mod events;
 mod list;
+mod misc;
 mod reference_crds;
 mod ssa;
 mod watch;
