@@ -173,6 +173,23 @@ fn strings(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// kube-apiserver's default warning for a deprecated CRD version: it names the served,
+/// non-deprecated version of highest priority as the replacement.
+fn deprecation_message(group: &str, version: &str, kind: &str, all: &[Value]) -> String {
+    let mut candidates: Vec<&str> = all
+        .iter()
+        .filter(|v| v["served"] == json!(true) && v["deprecated"] != json!(true))
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    candidates.sort_by(|a, b| compare_versions(a, b));
+    match candidates.first() {
+        Some(replacement) => {
+            format!("{group}/{version} {kind} is deprecated; use {group}/{replacement} {kind}")
+        }
+        None => format!("{group}/{version} {kind} is deprecated"),
+    }
+}
+
 /// The resource a CRD serves.
 pub fn resource_def(crd: &Value) -> Option<ResourceDef> {
     let spec = &crd["spec"];
@@ -200,10 +217,11 @@ pub fn resource_def(crd: &Value) -> Option<ResourceDef> {
                         .as_str()
                         .map(String::from)
                         .unwrap_or_else(|| {
-                            format!(
-                                "{}/{} {kind} is deprecated",
-                                group,
-                                v["name"].as_str().unwrap_or_default()
+                            deprecation_message(
+                                &group,
+                                v["name"].as_str().unwrap_or_default(),
+                                &kind,
+                                all_versions,
                             )
                         })
                 }),

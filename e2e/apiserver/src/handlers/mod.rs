@@ -264,6 +264,10 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
             return Err(ApiError::method_not_supported(req.def.qualified(), &verb));
         }
     };
+    if req.def.namespaced && req.namespace.is_none() && !verb.is_empty() {
+        // Only list and watch exist across namespaces.
+        return Err(ApiError::method_not_supported(req.def.qualified(), verb));
+    }
     if !verb.is_empty() {
         shared.count(format!("{verb} {}", req.counter_name()));
     }
@@ -278,7 +282,11 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
     let body = axum::body::to_bytes(body, 64 << 20)
         .await
         .map_err(|e| ApiError::bad_request(format!("read request body: {e}")))?;
-    match verb {
+    let warning = req
+        .def
+        .version(&req.version)
+        .and_then(|v| v.deprecation_warning.clone());
+    let result = match verb {
         "" if req.name.is_some() => read::get(shared, &req).await,
         "" if req.watch_prefix || req.flag("watch") => watch::watch(shared, &req).await,
         "" => read::list(shared, &req).await,
@@ -287,7 +295,17 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         "patch" => write::patch(shared, &req, &body).await,
         "delete" => delete::delete(shared, &req, &body).await,
         _ => delete::delete_collection(shared, &req, &body).await,
+    };
+    let mut resp = match result {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    if let Some(w) = warning {
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", Value::String(w))) {
+            resp.headers_mut().append("warning", v);
+        }
     }
+    Ok(resp)
 }
 
 fn header(headers: &axum::http::HeaderMap, name: &str) -> String {
