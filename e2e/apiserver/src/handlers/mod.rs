@@ -300,10 +300,10 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
-    if let Some(w) = warning {
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", Value::String(w))) {
-            resp.headers_mut().append("warning", v);
-        }
+    if let Some(w) = warning
+        && let Ok(v) = HeaderValue::from_str(&format!("299 - {}", Value::String(w)))
+    {
+        resp.headers_mut().append("warning", v);
     }
     Ok(resp)
 }
