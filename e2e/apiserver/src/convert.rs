@@ -57,6 +57,8 @@ pub async fn convert(
             url,
             ca_bundle,
             service,
+            server_name,
+            ..
         } => {
             let batch: Vec<Value> = pending.iter().map(|&i| objects[i].clone()).collect();
             let converted = call_webhook(
@@ -64,6 +66,7 @@ pub async fn convert(
                 url.as_deref(),
                 ca_bundle.as_deref(),
                 service.as_deref(),
+                server_name.as_deref(),
                 &batch,
                 &desired,
             )
@@ -98,6 +101,7 @@ async fn call_webhook(
     url: Option<&str>,
     ca_bundle: Option<&[u8]>,
     service: Option<&str>,
+    server_name: Option<&str>,
     objects: &[Value],
     desired: &str,
 ) -> ApiResult<Vec<Value>> {
@@ -109,9 +113,10 @@ async fn call_webhook(
         ))
     };
     let Some(url) = url else {
-        let svc = service.unwrap_or("unknown");
+        let svc = service.unwrap_or("unknown/unknown");
+        let (namespace, name) = svc.split_once('/').unwrap_or(("", svc));
         return Err(failed(format!(
-            "Post \"https://{svc}.svc:443\": service {svc} is unreachable from the test API server"
+            "Post \"https://{name}.{namespace}.svc:443\": service {svc} is not reachable from the test API server (give it an endpoint with Options::service_endpoints or --service-endpoint)"
         )));
     };
     let uid = crate::meta::new_uid();
@@ -121,10 +126,15 @@ async fn call_webhook(
         "request": {"uid": uid, "desiredAPIVersion": desired, "objects": objects},
     });
     let body = review.to_string();
-    let (code, answer) =
-        crate::webhook::post_json(url, ca_bundle, body.as_bytes(), Duration::from_secs(30))
-            .await
-            .map_err(|e| failed(format!("Post {url:?}: {e}")))?;
+    let (code, answer) = crate::webhook::post_json(
+        url,
+        ca_bundle,
+        server_name,
+        body.as_bytes(),
+        Duration::from_secs(30),
+    )
+    .await
+    .map_err(|e| failed(format!("Post {url:?}: {e}")))?;
     if code != 200 {
         return Err(failed(format!("conversion webhook answered HTTP {code}")));
     }

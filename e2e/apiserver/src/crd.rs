@@ -250,11 +250,13 @@ pub fn resource_def(crd: &Value) -> Option<ResourceDef> {
                     .and_then(|b| STANDARD.decode(b).ok()),
                 service: cc["service"].is_object().then(|| {
                     format!(
-                        "{}.{}",
-                        cc["service"]["name"].as_str().unwrap_or_default(),
-                        cc["service"]["namespace"].as_str().unwrap_or_default()
+                        "{}/{}",
+                        cc["service"]["namespace"].as_str().unwrap_or_default(),
+                        cc["service"]["name"].as_str().unwrap_or_default()
                     )
                 }),
+                service_path: cc["service"]["path"].as_str().unwrap_or("/").to_string(),
+                server_name: None,
             }
         }
         _ => Conversion::None,
@@ -299,6 +301,25 @@ fn condition(kind: &str, reason: &str, message: &str, now: &str, old: &Value) ->
     json!({"type": kind, "status": "True", "lastTransitionTime": time, "reason": reason, "message": message})
 }
 
+/// Points a service-addressed conversion webhook at the endpoint configured for that service,
+/// verifying the certificate for `<name>.<namespace>.svc` as kube-apiserver does.
+fn resolve_service(def: &mut ResourceDef, endpoints: &std::collections::BTreeMap<String, String>) {
+    if let Conversion::Webhook {
+        url: url @ None,
+        service: Some(service),
+        service_path,
+        server_name,
+        ..
+    } = &mut def.conversion
+    {
+        if let Some(endpoint) = endpoints.get(service.as_str()) {
+            *url = Some(format!("https://{endpoint}{service_path}"));
+            let (namespace, name) = service.split_once('/').unwrap_or(("", service.as_str()));
+            *server_name = Some(format!("{name}.{namespace}.svc"));
+        }
+    }
+}
+
 /// Rebuilds the served resources from the stored CRDs and brings CRD statuses up to date.
 pub fn sync(store: &mut Store) {
     let crds = store.list(&crd_key(), None);
@@ -306,9 +327,10 @@ pub fn sync(store: &mut Store) {
     let mut served_keys = HashSet::new();
     let now = crate::meta::now();
     for crd in &crds {
-        let Some(def) = resource_def(crd) else {
+        let Some(mut def) = resource_def(crd) else {
             continue;
         };
+        resolve_service(&mut def, &store.service_endpoints);
         if defs
             .iter()
             .any(|d| d.group == def.group && d.plural == def.plural)

@@ -35,6 +35,20 @@ struct Args {
     /// Extra DNS names or IPs for the serving certificate (repeatable).
     #[arg(long = "tls-san")]
     tls_sans: Vec<String>,
+    /// Where an in-cluster service used by a conversion webhook listens, as
+    /// NAMESPACE/NAME=HOST:PORT (repeatable); its certificate must name NAME.NAMESPACE.svc.
+    #[arg(long = "service-endpoint", value_parser = parse_endpoint)]
+    service_endpoints: Vec<(String, String)>,
+}
+
+fn parse_endpoint(s: &str) -> Result<(String, String), String> {
+    let (service, endpoint) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAMESPACE/NAME=HOST:PORT, got {s:?}"))?;
+    if !service.contains('/') || endpoint.is_empty() {
+        return Err(format!("expected NAMESPACE/NAME=HOST:PORT, got {s:?}"));
+    }
+    Ok((service.to_string(), endpoint.to_string()))
 }
 
 #[tokio::main]
@@ -52,6 +66,7 @@ async fn main() -> anyhow::Result<()> {
         bookmark_interval_seconds,
         context_name,
         tls_sans,
+        service_endpoints,
     } = Args::parse();
     let handle = TestApiServer::start(Options {
         https: !http,
@@ -62,6 +77,7 @@ async fn main() -> anyhow::Result<()> {
         bookmark_interval: Duration::from_secs(bookmark_interval_seconds.max(1)),
         extra_sans: tls_sans,
         context_name,
+        service_endpoints: service_endpoints.into_iter().collect(),
         ..Options::default()
     })
     .await?;

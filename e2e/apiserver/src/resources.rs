@@ -12,12 +12,16 @@ pub enum Conversion {
     None,
     /// A ConversionReview is posted to a webhook.
     Webhook {
-        /// `clientConfig.url`, when set.
+        /// `clientConfig.url`, or the URL a service reference resolved to.
         url: Option<String>,
         /// PEM bundle to trust for the webhook's certificate.
         ca_bundle: Option<Vec<u8>>,
-        /// Whether the webhook is addressed as an in-cluster service (unreachable here).
+        /// `clientConfig.service` as `namespace/name`, when the webhook is addressed as a service.
         service: Option<String>,
+        /// Path of the service reference (`/convert`).
+        service_path: String,
+        /// Name the certificate must carry when a service was resolved (`name.namespace.svc`).
+        server_name: Option<String>,
     },
 }
 

@@ -34,6 +34,10 @@ pub struct Options {
     pub extra_sans: Vec<String>,
     /// Name of the cluster, context and user in the kubeconfig (default `testapiserver`).
     pub context_name: String,
+    /// Where in-cluster services are reachable, for conversion webhooks addressed by
+    /// `clientConfig.service`: `"namespace/name"` → `"host:port"`. The webhook's certificate is
+    /// verified for `name.namespace.svc`, as kube-apiserver does.
+    pub service_endpoints: BTreeMap<String, String>,
 }
 
 impl Default for Options {
@@ -48,6 +52,7 @@ impl Default for Options {
             gc_interval: Duration::from_secs(1),
             extra_sans: Vec::new(),
             context_name: "testapiserver".into(),
+            service_endpoints: BTreeMap::new(),
         }
     }
 }
@@ -119,8 +124,10 @@ impl TestApiServer {
             IpAddr::V4(ip) => ip.to_string(),
         };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let mut store = Store::new(builtins(), options.watch_history);
+        store.service_endpoints = options.service_endpoints.clone();
         let shared = Arc::new(Shared {
-            store: tokio::sync::Mutex::new(Store::new(builtins(), options.watch_history)),
+            store: tokio::sync::Mutex::new(store),
             options: options.clone(),
             counts: Mutex::new(BTreeMap::new()),
             gc_wakeup: Notify::new(),

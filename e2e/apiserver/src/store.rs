@@ -71,6 +71,8 @@ pub struct Store {
     history_limit: usize,
     watchers: Vec<Watcher>,
     snapshots: VecDeque<(ResKey, u64, Snapshot)>,
+    /// Where in-cluster services used by conversion webhooks are reachable (`namespace/name` → `host:port`).
+    pub service_endpoints: std::collections::BTreeMap<String, String>,
 }
 
 impl Store {
@@ -84,6 +86,7 @@ impl Store {
             history_limit: history_limit.max(1),
             watchers: Vec::new(),
             snapshots: VecDeque::new(),
+            service_endpoints: Default::default(),
         }
     }
 

@@ -77,10 +77,11 @@ fn parse_url(url: &str) -> Result<Target, WebhookError> {
 pub async fn post_json(
     url: &str,
     ca_bundle: Option<&[u8]>,
+    server_name: Option<&str>,
     body: &[u8],
     timeout: Duration,
 ) -> Result<(u16, Vec<u8>), WebhookError> {
-    tokio::time::timeout(timeout, exchange(url, ca_bundle, body))
+    tokio::time::timeout(timeout, exchange(url, ca_bundle, server_name, body))
         .await
         .map_err(|_| WebhookError::Timeout)?
 }
@@ -88,6 +89,7 @@ pub async fn post_json(
 async fn exchange(
     url: &str,
     ca_bundle: Option<&[u8]>,
+    server_name: Option<&str>,
     body: &[u8],
 ) -> Result<(u16, Vec<u8>), WebhookError> {
     let target = parse_url(url)?;
@@ -121,7 +123,7 @@ async fn exchange(
             .with_root_certificates(roots)
             .with_no_client_auth();
         let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-        let name = ServerName::try_from(target.host.clone())
+        let name = ServerName::try_from(server_name.unwrap_or(&target.host).to_string())
             .map_err(|_| WebhookError::Url(url.to_string()))?;
         let mut stream = connector.connect(name, tcp).await?;
         stream.write_all(&request).await?;

@@ -1,17 +1,17 @@
 //! CustomResourceDefinitions: discovery, status split, generation, pruning, defaulting,
 //! validation and conversion between versions.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::routing::post;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams, ValidationDirective};
 use kube::discovery::{Discovery, Scope};
 use serde_json::{Value, json};
+use testapiserver::Options;
 use testapiserver::tls::{ServingCerts, TlsListener};
 
 use crate::common::{
-    install_crd, install_widgets, start, status, widget, widget_crd, widget_resource, widgets,
+    install_crd, install_widgets, start, start_with, status, widget, widget_crd, widget_resource,
+    widgets,
 };
 
 #[tokio::test]
@@ -286,18 +286,28 @@ async fn convert(Json(review): Json<Value>) -> Json<Value> {
     }))
 }
 
-#[tokio::test]
-async fn webhook_conversion_calls_the_crd_webhook() {
-    let certs = Arc::new(ServingCerts::generate(&[]).unwrap());
+/// Serves the conversion webhook over HTTPS on a free port; returns the port and the CA bundle.
+async fn start_webhook(
+    names: &[String],
+) -> (u16, String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let certs = ServingCerts::generate(names).unwrap();
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = tcp.local_addr().unwrap().port();
     let listener = TlsListener::new(tcp, certs.server_config().unwrap()).unwrap();
     let app = axum::Router::new().route("/convert", post(convert));
-    let webhook = tokio::spawn(async move { axum::serve(listener, app).await });
-
-    let (_h, client) = start().await;
+    let task = tokio::spawn(async move { axum::serve(listener, app).await });
     use base64::Engine;
-    let ca = base64::engine::general_purpose::STANDARD.encode(&certs.ca_pem);
+    (
+        port,
+        base64::engine::general_purpose::STANDARD.encode(&certs.ca_pem),
+        task,
+    )
+}
+
+#[tokio::test]
+async fn webhook_conversion_calls_the_crd_webhook() {
+    let (port, ca, webhook) = start_webhook(&[]).await;
+    let (_h, client) = start().await;
     let conversion = json!({"strategy": "Webhook", "webhook": {
         "conversionReviewVersions": ["v1"],
         "clientConfig": {"url": format!("https://127.0.0.1:{port}/convert"), "caBundle": ca}
@@ -329,6 +339,29 @@ async fn webhook_conversion_calls_the_crd_webhook() {
             .iter()
             .all(|w| w.data["spec"].get("dimension").is_some())
     );
+    webhook.abort();
+}
+
+#[tokio::test]
+async fn service_webhooks_are_reached_through_configured_endpoints() {
+    let (port, ca, webhook) = start_webhook(&["conv.webhooks.svc".to_string()]).await;
+    let mut options = Options::default();
+    options
+        .service_endpoints
+        .insert("webhooks/conv".into(), format!("127.0.0.1:{port}"));
+    let (_h, client) = start_with(options).await;
+    let conversion = json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"namespace": "webhooks", "name": "conv", "path": "/convert"}, "caBundle": ca}
+    }});
+    install_crd(&client, widget_crd(conversion)).await;
+    widgets(&client)
+        .create(&PostParams::default(), &widget("a", json!({"size": 7})))
+        .await
+        .unwrap();
+    let v2: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v2"));
+    assert_eq!(v2.get("a").await.unwrap().data["spec"]["dimension"], 7);
     webhook.abort();
 }
 
