@@ -311,12 +311,11 @@ fn resolve_service(def: &mut ResourceDef, endpoints: &std::collections::BTreeMap
         server_name,
         ..
     } = &mut def.conversion
+        && let Some(endpoint) = endpoints.get(service.as_str())
     {
-        if let Some(endpoint) = endpoints.get(service.as_str()) {
-            *url = Some(format!("https://{endpoint}{service_path}"));
-            let (namespace, name) = service.split_once('/').unwrap_or(("", service.as_str()));
-            *server_name = Some(format!("{name}.{namespace}.svc"));
-        }
+        *url = Some(format!("https://{endpoint}{service_path}"));
+        let (namespace, name) = service.split_once('/').unwrap_or(("", service.as_str()));
+        *server_name = Some(format!("{name}.{namespace}.svc"));
     }
 }
 
