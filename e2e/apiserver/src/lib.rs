@@ -10,6 +10,7 @@ mod discovery;
 pub mod error;
 mod gc;
 mod handlers;
+pub mod jsonpath;
 pub mod kubeconfig;
 pub mod meta;
 mod openapi;
@@ -20,6 +21,7 @@ pub mod selectors;
 pub mod server;
 pub mod ssa;
 pub mod store;
+pub mod table;
 pub mod tls;
 mod webhook;
 

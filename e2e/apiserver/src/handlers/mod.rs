@@ -48,6 +48,8 @@ pub struct Req {
     pub content_type: String,
     /// Whether the legacy `/watch/` prefix was used.
     pub watch_prefix: bool,
+    /// Whether a Table was asked for (`Accept: ...;as=Table`), and what rows carry.
+    pub table: Option<crate::table::Include>,
 }
 
 impl Req {
@@ -240,6 +242,7 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
     {
         return Err(ApiError::path_not_found());
     }
+    let query_for_table = query.clone();
     let req = Req {
         def,
         version: version.to_string(),
@@ -250,6 +253,9 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         user_agent: header(&parts.headers, "user-agent"),
         content_type: header(&parts.headers, "content-type"),
         watch_prefix,
+        table: crate::table::wants_table(&accept).then(|| {
+            crate::table::Include::parse(query_for_table.get("includeObject").map(String::as_str))
+        }),
     };
     let method = parts.method.clone();
     let verb = match (&method, req.name.is_some()) {
