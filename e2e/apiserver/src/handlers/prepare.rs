@@ -185,6 +185,7 @@ pub(super) fn validate(req: &Req, object: &Value, old: Option<&Value>) -> ApiRes
         meta::validate_meta(object, def.namespaced, def.plural == "namespaces");
     if let Some(old) = old {
         causes.extend(meta::validate_meta_update(old, object));
+        causes.extend(crate::builtin::validate_update(def, old, object));
     }
     if def.custom
         && let Some(schema) = def.schema(&req.version)
@@ -208,6 +209,7 @@ pub(super) fn validate(req: &Req, object: &Value, old: Option<&Value>) -> ApiRes
 
 pub(super) fn prepare_create(req: &Req, object: &mut Value) {
     let def = &req.def;
+    crate::builtin::normalise(def, object);
     if def.status_subresource
         && (def.custom || def.group == "apiextensions.k8s.io")
         && let Some(m) = object.as_object_mut()
@@ -243,8 +245,9 @@ pub(super) fn prepare_create(req: &Req, object: &mut Value) {
     }
 }
 
-pub(super) fn prepare_update(req: &Req, live: &Value, candidate: Value) -> Value {
+pub(super) fn prepare_update(req: &Req, live: &Value, mut candidate: Value) -> Value {
     let def = &req.def;
+    crate::builtin::normalise(def, &mut candidate);
     let sub = req.subresource.as_deref().unwrap_or_default();
     let mut object = if sub == "status" {
         let mut o = live.clone();

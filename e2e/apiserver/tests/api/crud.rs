@@ -310,3 +310,49 @@ async fn delete_answers_success_status_and_removes() {
     assert!(st.is_success());
     assert!(cms.get_opt("gone").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn built_in_rules_apply_to_secrets_configmaps_and_namespaces() {
+    let (_h, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "sd"}, "stringData": {"k": "value"}}))
+            .unwrap();
+    let created = secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    assert_eq!(created.data.unwrap()["k"].0, b"value");
+    assert!(created.string_data.is_none());
+    assert_eq!(created.type_.as_deref(), Some("Opaque"));
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut frozen = configmap("frozen", &[("a", "1")]);
+    frozen.immutable = Some(true);
+    cms.create(&PostParams::default(), &frozen).await.unwrap();
+    let err = status(
+        cms.patch(
+            "frozen",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "2"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message
+            .contains("field is immutable when `immutable` is set"),
+        "{}",
+        err.message
+    );
+
+    let namespaces: Api<Namespace> = Api::all(client);
+    let err = status(
+        namespaces
+            .delete("default", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (403, "Forbidden"));
+}
