@@ -59,26 +59,24 @@ pub fn now() -> String {
         .to_string()
 }
 
-static DNS1123_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-        .unwrap_or_else(|_| Regex::new("^$").unwrap_or_else(|_| unreachable_regex()))
-});
-static DNS1123_LABEL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap_or_else(|_| unreachable_regex())
-});
-static LABEL_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-        .unwrap_or_else(|_| unreachable_regex())
-});
-static QUALIFIED_NAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-        .unwrap_or_else(|_| unreachable_regex())
-});
-
-fn unreachable_regex() -> Regex {
-    // The patterns above are constant and valid; this keeps the code free of panics anyway.
-    Regex::new("").unwrap_or_else(|_| unreachable_regex())
+/// A compiled constant pattern; `None` never happens for the valid patterns below, and then
+/// every check reports a mismatch instead of panicking.
+fn pattern(re: &str) -> Option<Regex> {
+    Regex::new(re).ok()
 }
+
+fn matches(re: &LazyLock<Option<Regex>>, s: &str) -> bool {
+    re.as_ref().is_some_and(|r| r.is_match(s))
+}
+
+static DNS1123_SUBDOMAIN: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"));
+static DNS1123_LABEL: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"));
+static LABEL_VALUE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"));
+static QUALIFIED_NAME: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"));
 
 /// Messages of a DNS-1123 subdomain check, as `validation.IsDNS1123Subdomain` words them.
 pub fn dns_subdomain_errors(name: &str) -> Vec<String> {
@@ -86,7 +84,7 @@ pub fn dns_subdomain_errors(name: &str) -> Vec<String> {
     if name.len() > 253 {
         errs.push("must be no more than 253 characters".to_string());
     }
-    if !DNS1123_SUBDOMAIN.is_match(name) {
+    if !matches(&DNS1123_SUBDOMAIN, name) {
         errs.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string());
     }
     errs
@@ -98,7 +96,7 @@ pub fn dns_label_errors(name: &str) -> Vec<String> {
     if name.len() > 63 {
         errs.push("must be no more than 63 characters".to_string());
     }
-    if !DNS1123_LABEL.is_match(name) {
+    if !matches(&DNS1123_LABEL, name) {
         errs.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string());
     }
     errs
@@ -127,7 +125,7 @@ fn qualified_name_errors(key: &str) -> Vec<String> {
         if name.len() > 63 {
             errs.push("name part must be no more than 63 characters".to_string());
         }
-        if !QUALIFIED_NAME.is_match(name) {
+        if !matches(&QUALIFIED_NAME, name) {
             errs.push("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string());
         }
     }
@@ -181,7 +179,7 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             if v.len() > 63 {
                 errs.push("must be no more than 63 characters".to_string());
             }
-            if !LABEL_VALUE.is_match(v) {
+            if !matches(&LABEL_VALUE, v) {
                 errs.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_string());
             }
             for e in errs {
