@@ -210,7 +210,7 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             causes.push(cause(
                 "FieldValueTooLong",
                 "metadata.annotations",
-                "Too long: must have at most 262144 bytes",
+                "Too long: may not be more than 262144 bytes",
             ));
         }
     }
