@@ -282,8 +282,12 @@ async fn write_inner(
         return Ok(json_response(StatusCode::OK, &live));
     }
     let name = name.unwrap_or_default();
+    // Namespaces also wait for `spec.finalizers` (the namespace controller's `kubernetes`).
     let finalized = !live["metadata"]["deletionTimestamp"].is_null()
         && object["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+        && object["spec"]["finalizers"]
             .as_array()
             .is_none_or(Vec::is_empty);
     if dry_run {
