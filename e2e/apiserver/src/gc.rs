@@ -63,11 +63,11 @@ fn def_for(store: &Store, key: &ResKey) -> Option<ResourceDef> {
 
 /// Stores a changed object, or removes it when it is being deleted and has no finalizers left.
 fn save(store: &mut Store, key: &ResKey, mut object: Value) {
-    let done = deleting(&object)
-        && finalizers(&object).is_empty()
+    let namespace_waiting = key == &(String::new(), "namespaces".to_string())
         && object["spec"]["finalizers"]
             .as_array()
-            .is_none_or(Vec::is_empty);
+            .is_some_and(|f| !f.is_empty());
+    let done = deleting(&object) && finalizers(&object).is_empty() && !namespace_waiting;
     if done {
         let (ns, name) = object_key(&object);
         store.remove(key, &ns, &name);

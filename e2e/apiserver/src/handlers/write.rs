@@ -287,9 +287,11 @@ async fn write_inner(
         && object["metadata"]["finalizers"]
             .as_array()
             .is_none_or(Vec::is_empty)
-        && object["spec"]["finalizers"]
-            .as_array()
-            .is_none_or(Vec::is_empty);
+        && !(def.group.is_empty()
+            && def.plural == "namespaces"
+            && object["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty()));
     if dry_run {
         return Ok(json_response(StatusCode::OK, &object));
     }
