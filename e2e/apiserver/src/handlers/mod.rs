@@ -50,6 +50,8 @@ pub struct Req {
     pub watch_prefix: bool,
     /// Whether a Table was asked for (`Accept: ...;as=Table`), and what rows carry.
     pub table: Option<crate::table::Include>,
+    /// Whether only metadata was asked for (`Accept: ...;as=PartialObjectMetadata[List]`).
+    pub partial: bool,
 }
 
 impl Req {
@@ -253,6 +255,9 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         user_agent: header(&parts.headers, "user-agent"),
         content_type: header(&parts.headers, "content-type"),
         watch_prefix,
+        partial: accept
+            .split(',')
+            .any(|p| p.contains("as=PartialObjectMetadata")),
         table: crate::table::wants_table(&accept).then(|| {
             crate::table::Include::parse(query_for_table.get("includeObject").map(String::as_str))
         }),
@@ -333,6 +338,15 @@ pub fn decode_object(body: &[u8]) -> ApiResult<Value> {
         ));
     }
     Ok(value)
+}
+
+/// The PartialObjectMetadata view of an object.
+pub fn partial(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object["metadata"],
+    })
 }
 
 /// The `Status` of a successful delete.
