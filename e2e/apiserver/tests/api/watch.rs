@@ -166,13 +166,12 @@ async fn metadata_watcher_gets_partial_object_metadata() {
         (types.kind.as_str(), types.api_version.as_str()),
         ("PartialObjectMetadata", "meta.k8s.io/v1")
     );
+    let metadata_only: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::namespaced(cms.clone().into_client(), "default");
     let (reader, writer) = reflector::store();
     let task = tokio::spawn(
-        reflector(
-            writer,
-            kube::runtime::metadata_watcher(cms.clone(), watcher::Config::default()),
-        )
-        .try_for_each(|_| async { Ok(()) }),
+        reflector(writer, watcher(metadata_only, watcher::Config::default()))
+            .try_for_each(|_| async { Ok(()) }),
     );
     tokio::time::timeout(Duration::from_secs(5), reader.wait_until_ready())
         .await
