@@ -356,3 +356,60 @@ async fn built_in_rules_apply_to_secrets_configmaps_and_namespaces() {
     );
     assert_eq!((err.code, err.reason.as_str()), (403, "Forbidden"));
 }
+
+#[tokio::test]
+async fn nodes_take_provider_ids_and_status_addresses_like_a_cloud_controller_sets_them() {
+    use k8s_openapi::api::core::v1::Node;
+    let (_h, client) = start().await;
+    let nodes: Api<Node> = Api::all(client);
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "c1-control-plane-abc", "labels": {"node-role.kubernetes.io/control-plane": ""}},
+        "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}]},
+        "status": {"addresses": [{"type": "Hostname", "address": "c1-control-plane-abc"}]}
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let patched = nodes
+        .patch(
+            "c1-control-plane-abc",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"providerID": "docker:////c1-control-plane-abc", "taints": null}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let spec = patched.spec.unwrap();
+    assert_eq!(
+        spec.provider_id.as_deref(),
+        Some("docker:////c1-control-plane-abc")
+    );
+    assert!(spec.taints.is_none());
+    let with_ip = nodes
+        .patch_status(
+            "c1-control-plane-abc",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"status": {"addresses": [{"type": "InternalIP", "address": "172.18.0.3"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let addresses: Vec<String> = with_ip
+        .status
+        .unwrap()
+        .addresses
+        .unwrap()
+        .into_iter()
+        .map(|a| format!("{}={}", a.type_, a.address))
+        .collect();
+    assert_eq!(
+        addresses,
+        vec!["Hostname=c1-control-plane-abc", "InternalIP=172.18.0.3"],
+        "merged by type"
+    );
+    assert_eq!(
+        with_ip.spec.unwrap().provider_id.as_deref(),
+        Some("docker:////c1-control-plane-abc")
+    );
+}
