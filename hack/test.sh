@@ -3,4 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Test images for the Docker integration tests (tests/docker_*.rs); a no-op when up to date.
+bash e2e/images/build.sh
+
 cargo test --workspace
