@@ -122,7 +122,10 @@ fn v3_config_with_directories_links_appends_and_unit_states() {
     );
     assert_eq!(
         plan.warnings,
-        ["ignition section kernelArguments skipped: not supported in node containers"]
+        [
+            "ignition section kernelArguments skipped: not supported in node containers",
+            crate::bootstrap::NO_SENTINEL_WARNING
+        ]
     );
     assert_eq!(
         written(&plan, "/etc/app/compressed.txt"),

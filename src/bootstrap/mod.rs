@@ -42,6 +42,10 @@ pub const SENTINEL_PATH: &str = "/run/cluster-api/capd.bootstrap.started";
 /// How long the runtime waits between two attempts of a command that has [`Command::retries`].
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
+/// Warning of a plan that never writes [`SENTINEL_PATH`].
+const NO_SENTINEL_WARNING: &str = "no kubeadm init or join was found: nothing marks this node as \
+     bootstrapped, so bootstrap may run again after a controller restart";
+
 /// The encoding of bootstrap data, from the bootstrap Secret's `format` key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
@@ -162,12 +166,24 @@ impl fmt::Display for Command {
 /// Translates bootstrap data into the commands that bootstrap a node container.
 ///
 /// The result is deterministic and does no I/O. Valid cloud-config always translates; modules
-/// that make no sense in a container are skipped with a warning in [`Plan::warnings`].
+/// that make no sense in a container are skipped with a warning in [`Plan::warnings`]. A plan
+/// that never starts `kubeadm init|join` (so never writes [`SENTINEL_PATH`]) also gets a warning.
 pub fn translate(data: &[u8], format: Format, opts: &Options) -> Result<Plan, Error> {
-    match format {
-        Format::CloudConfig => cloudinit::translate(data, opts),
-        Format::Ignition => ignition::translate(data, opts),
+    let mut plan = match format {
+        Format::CloudConfig => cloudinit::translate(data, opts)?,
+        Format::Ignition => ignition::translate(data, opts)?,
+    };
+    let writes_sentinel = plan.commands.iter().any(|c| {
+        c.argv.iter().any(|a| a.contains(SENTINEL_PATH))
+            || c.stdin.as_deref().is_some_and(|s| {
+                s.windows(SENTINEL_PATH.len())
+                    .any(|w| w == SENTINEL_PATH.as_bytes())
+            })
+    });
+    if !plan.commands.is_empty() && !writes_sentinel {
+        plan.warnings.push(NO_SENTINEL_WARNING.into());
     }
+    Ok(plan)
 }
 
 /// The command that tells whether [`SENTINEL_PATH`] exists in a node container.

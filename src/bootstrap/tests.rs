@@ -108,6 +108,25 @@ fn sentinel_check_answers_true_or_false() {
 }
 
 #[test]
+fn plans_without_kubeadm_warn_that_nothing_marks_the_node() {
+    let plan = translate(
+        b"runcmd: [[true]]\n",
+        Format::CloudConfig,
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(plan.warnings, [NO_SENTINEL_WARNING]);
+    let with_kubeadm = translate(
+        b"runcmd: [kubeadm init]\n",
+        Format::CloudConfig,
+        &Options::default(),
+    );
+    assert!(with_kubeadm.unwrap().warnings.is_empty());
+    let empty = translate(b"#cloud-config\n", Format::CloudConfig, &Options::default()).unwrap();
+    assert_eq!(empty.warnings, ["the cloud-config is empty"]);
+}
+
+#[test]
 fn command_debug_hides_argv_and_stdin() {
     let command = Command::new(
         vec!["kubeadm".into(), "--token".into(), "abcdef.secret".into()],
