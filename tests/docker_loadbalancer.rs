@@ -219,3 +219,83 @@ async fn endpoint_port_other_than_6443_is_reachable_on_the_published_port() {
     delete_network(&engine, &network.name).await.unwrap();
     guard.assert_clean(&engine).await;
 }
+
+#[tokio::test]
+async fn ipv6_cluster_config_is_accepted_and_routes_over_ipv6() {
+    let guard = Guard::new("lb6");
+    let engine = engine().await;
+    let network = ensure_network(&engine, &guard.id, &guard.labels())
+        .await
+        .unwrap();
+    if !network.enable_ipv6 {
+        eprintln!(
+            "skipped: the engine created network {} without IPv6",
+            network.name
+        );
+        delete_network(&engine, &network.name).await.unwrap();
+        return;
+    }
+
+    let mut spec = LoadBalancerSpec::new(&guard.id, &images().haproxy, &network.name);
+    spec.extra_labels = guard.labels();
+    spec.ip_family = IpFamily::V6;
+    let lb = create_load_balancer(&engine, &spec).await.unwrap();
+    guard.track_volumes(&lb.volumes);
+    assert!(
+        load_balancer_ip(&lb, &network.name, IpFamily::V6)
+            .unwrap()
+            .is_ipv6()
+    );
+
+    let name = format!("{}-cp-a", guard.id);
+    let mut node = NodeSpec::new(
+        &guard.id,
+        &name,
+        NodeRole::ControlPlane,
+        &images().node,
+        &network.name,
+    );
+    node.extra_labels = guard.labels();
+    node.ip_family = IpFamily::V6;
+    let a = create_node(&engine, &node).await.unwrap();
+    guard.track_volumes(&a.volumes);
+    exec_checked(
+        &engine,
+        &name,
+        &ExecRequest::new(["kubeadm", "join"]),
+        "run kubeadm join",
+    )
+    .await
+    .unwrap();
+
+    let backend = Backend {
+        name: name.clone(),
+        address: a.networks[&network.name].ipv6.unwrap().to_string(),
+        weight: 100,
+    };
+    let data = ConfigData {
+        frontend_port: 6443,
+        backends: vec![backend],
+        ipv6: true,
+    };
+    let config = render_config(&data, None).unwrap();
+    assert!(config.contains("bind :::6443 v6only"));
+    assert_eq!(
+        apply_config(&engine, &lb.name, &config).await.unwrap(),
+        ApplyOutcome::Reloaded
+    );
+    let answer = https_get_until(
+        lb.host_port(6443).unwrap(),
+        "/livez",
+        Duration::from_secs(20),
+        |x| x.status == 200,
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.header("X-Capd-Node"), Some(name.as_str()));
+
+    engine.delete_container(&lb.name).await.unwrap();
+    engine.delete_container(&name).await.unwrap();
+    delete_network(&engine, &network.name).await.unwrap();
+    guard.assert_clean(&engine).await;
+}

@@ -106,6 +106,9 @@ rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
 cp -a "$here/rootfs/." "$rootfs/"
 chmod 755 "$rootfs"/usr/local/bin/*
 
+# Images a --force rebuild replaces; removed once the new ones are tagged.
+replaced="$(docker image inspect -f '{{.Id}}' "$node_image" "$haproxy_image" 2>/dev/null || true)"
+
 import() {
   local image="$1"; shift
   tar --numeric-owner --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' -C "$rootfs" -c . \
@@ -114,6 +117,10 @@ import() {
 import "$node_image" --change 'ENTRYPOINT ["/usr/local/bin/capd-node-init"]'
 import "$haproxy_image" \
   --change 'ENTRYPOINT ["haproxy", "-W", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]'
+
+for id in $replaced; do
+  docker rmi "$id" >/dev/null 2>&1 || true
+done
 
 echo "build.sh: built $node_image and $haproxy_image in $(( $(date +%s) - start ))s" >&2
 write_env
