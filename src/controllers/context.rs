@@ -49,6 +49,29 @@ pub struct Context {
     pub backoff: ErrorBackoff,
     /// Proxy variables of this process, passed to node containers.
     pub proxy: ProxyEnv,
+    /// One lock per cluster load balancer: its configuration is rewritten by one reconcile at a
+    /// time (two concurrent writers would read back each other's file).
+    pub load_balancer_locks: LoadBalancerLocks,
+}
+
+/// Per-cluster locks serializing load balancer configuration changes.
+#[derive(Debug, Default)]
+pub struct LoadBalancerLocks {
+    locks: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl LoadBalancerLocks {
+    /// The lock of cluster `namespace/cluster`.
+    pub fn lock_for(&self, namespace: &str, cluster: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        locks
+            .entry(format!("{namespace}/{cluster}"))
+            .or_default()
+            .clone()
+    }
 }
 
 impl Debug for Context {

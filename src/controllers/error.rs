@@ -192,6 +192,17 @@ pub fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
+/// Maps the finalizer helper's error: a finalizer removal that finds the object gone means a
+/// previous reconcile finished the deletion (this one ran on a cached copy), which is success.
+pub fn finalizer_gone(error: finalizer::Error<Error>) -> Result<kube::runtime::controller::Action> {
+    match error {
+        finalizer::Error::RemoveFinalizer(source) if is_not_found(&source) => {
+            Ok(kube::runtime::controller::Action::await_change())
+        }
+        other => Err(Error::from(other)),
+    }
+}
+
 /// Result of controller operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -112,6 +112,8 @@ pub async fn sync_backends(
 ) -> Result<ApplyOutcome> {
     let family = ip_family(cluster)?;
     let network = ctx.network();
+    let lock = ctx.load_balancer_locks.lock_for(namespace, cluster_name);
+    let _serialized = lock.lock().await;
     let control_planes: Vec<Machine> = ctx
         .stores
         .machines

@@ -33,13 +33,24 @@ use futures::FutureExt;
 use crate::docker::{ContainerRuntime, DockerEngine};
 use crate::manager::{ControllerTask, Wiring};
 
+/// Environment variable that makes every container run unprivileged, for sandboxed engines that
+/// refuse privileged containers (test environments with stand-in node images only: real
+/// `kindest/node` images need privileges).
+pub const UNPRIVILEGED_ENV: &str = "CAPD_RS_UNPRIVILEGED_CONTAINERS";
+
 /// The manager wiring of this provider: the Docker engine check (which also opens the engine
 /// client the controllers use) and the controllers themselves.
 pub fn wiring() -> Wiring {
     let engine: Arc<OnceLock<Arc<dyn ContainerRuntime>>> = Arc::new(OnceLock::new());
     let slot = engine.clone();
     let engine_check = async move {
-        let client = DockerEngine::connect().await?;
+        let mut client = DockerEngine::connect().await?;
+        if std::env::var(UNPRIVILEGED_ENV).is_ok_and(|v| v == "true") {
+            tracing::warn!(
+                "Running containers unprivileged ({UNPRIVILEGED_ENV}=true): test engines only"
+            );
+            client = client.without_privileges();
+        }
         let host = client.host_info().await?;
         let description = format!(
             "Docker {} at {} (API {})",

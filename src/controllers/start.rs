@@ -237,6 +237,7 @@ pub fn start(
         workload: WorkloadClients::new(config.workload_client_qps, config.workload_client_burst),
         backoff: ErrorBackoff::new(),
         proxy: ProxyEnv::from_env(),
+        load_balancer_locks: Default::default(),
     });
 
     // DockerCluster: its own objects, and Clusters through spec.infrastructureRef.

@@ -18,7 +18,7 @@ use tracing::instrument;
 use self::decide::{Gate, LoadBalancerOutcome};
 use super::apply::{apply_object, apply_status, body};
 use super::context::{Context, EventKind, event_reason};
-use super::error::{Error, Result, is_not_found};
+use super::error::{Error, Result, finalizer_gone, is_not_found};
 use super::meta::{key, owner_cluster};
 use crate::api::DOCKER_CLUSTER_FINALIZER;
 use crate::api::capi::Cluster;
@@ -120,7 +120,7 @@ async fn reconcile_one(docker_cluster: &Arc<DockerCluster>, ctx: &Context) -> Re
         },
     )
     .await
-    .map_err(Error::from)
+    .or_else(finalizer_gone)
 }
 
 async fn reconcile_normal(

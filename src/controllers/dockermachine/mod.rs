@@ -26,7 +26,7 @@ use tracing::instrument;
 use self::decide::{Gate, Owners};
 use super::apply::{apply_object, apply_status};
 use super::context::{Context, EventKind, event_reason};
-use super::error::{Error, Result, is_not_found};
+use super::error::{Error, Result, finalizer_gone, is_not_found};
 use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, key, owner_machine, refers_to};
 use crate::api::conditions::{
@@ -177,7 +177,7 @@ async fn reconcile_one(docker_machine: &Arc<DockerMachine>, ctx: &Context) -> Re
         },
     )
     .await
-    .map_err(Error::from)
+    .or_else(finalizer_gone)
 }
 
 /// Writes the status when it differs from the object's; publishes Events for the condition

@@ -1,0 +1,242 @@
+//! What keeps the controllers from acting: pause, externally managed infrastructure, and
+//! missing or malformed bootstrap data (reported clearly, without leaking it).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod controllers_support;
+
+use std::time::Duration;
+
+use controllers_support::*;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+
+async fn provisioned_cluster(env: &mut Env) -> String {
+    let name = env.cluster_name();
+    let cluster = env.create_cluster(&name, false).await;
+    env.create_docker_cluster(&cluster, json!({})).await;
+    eventually(
+        Duration::from_secs(90),
+        "the DockerCluster to be provisioned",
+        || async {
+            let dc = env.get(&infra("DockerCluster"), &name).await?;
+            (dc.data["status"]["initialization"]["provisioned"] == json!(true)).then_some(())
+        },
+    )
+    .await;
+    env.mark_infrastructure_provisioned(&name).await;
+    name
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_cluster_is_left_alone_until_it_resumes() {
+    let mut env = Env::start("pause").await;
+    env.wait_ready().await;
+    let name = env.cluster_name();
+    let cluster = env.create_cluster(&name, true).await;
+    env.create_docker_cluster(&cluster, json!({})).await;
+    let dc = eventually(Duration::from_secs(30), "the Paused condition", || async {
+        let dc = env.get(&infra("DockerCluster"), &name).await?;
+        (condition_state(&dc, "Paused")? == ("True".into(), "Paused".into())).then_some(dc)
+    })
+    .await;
+    env.create_secret("w1-bootstrap", &cloud_config(0)).await;
+    env.create_machine(&name, "w1", false, Some("w1-bootstrap"))
+        .await;
+    eventually(
+        Duration::from_secs(30),
+        "the machine's Paused condition",
+        || async {
+            let dm = env.get(&infra("DockerMachine"), "w1").await?;
+            (condition_state(&dm, "Paused")? == ("True".into(), "Paused".into())).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        cluster_containers(&name).is_empty(),
+        "nothing is created while paused"
+    );
+    let again = env.get(&infra("DockerCluster"), &name).await.unwrap();
+    assert_eq!(
+        again.metadata.resource_version,
+        dc.metadata.resource_version
+    );
+    assert!(again.data["status"]["initialization"]["provisioned"].is_null());
+
+    env.merge_patch(&capi("Cluster"), &name, json!({"spec": {"paused": false}}))
+        .await;
+    eventually(
+        Duration::from_secs(90),
+        "the DockerCluster to be provisioned",
+        || async {
+            let dc = env.get(&infra("DockerCluster"), &name).await?;
+            (dc.data["status"]["initialization"]["provisioned"] == json!(true)
+                && condition_state(&dc, "Paused")? == ("False".into(), "NotPaused".into()))
+                .then_some(())
+        },
+    )
+    .await;
+    env.mark_control_plane_initialized(&name).await;
+    let dm = eventually(
+        Duration::from_secs(90),
+        "the worker to be bootstrapped",
+        || async {
+            let dm = env.get(&infra("DockerMachine"), "w1").await?;
+            (condition_state(&dm, "BootstrapCompleted")?.0 == "True").then_some(dm)
+        },
+    )
+    .await;
+    assert_eq!(condition_state(&dm, "Paused").unwrap().0, "False");
+    assert_eq!(
+        cluster_containers(&name),
+        vec![format!("{name}-lb"), format!("{name}-w1")]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_externally_managed_cluster_is_never_touched() {
+    let mut env = Env::start("extern").await;
+    env.wait_ready().await;
+    let name = env.cluster_name();
+    let cluster = env.create_cluster(&name, false).await;
+    let created = env
+        .create_docker_cluster(
+            &cluster,
+            json!({"cluster.x-k8s.io/managed-by": "someone-else"}),
+        )
+        .await;
+    // A second, ordinary cluster shows the manager is at work meanwhile.
+    let witness = env.cluster_name();
+    let witness_cluster = env.create_cluster(&witness, false).await;
+    env.create_docker_cluster(&witness_cluster, json!({})).await;
+    eventually(
+        Duration::from_secs(90),
+        "the ordinary cluster to be provisioned",
+        || async {
+            let dc = env.get(&infra("DockerCluster"), &witness).await?;
+            (dc.data["status"]["initialization"]["provisioned"] == json!(true)).then_some(())
+        },
+    )
+    .await;
+    let dc = env.get(&infra("DockerCluster"), &name).await.unwrap();
+    assert_eq!(
+        dc.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    assert!(dc.metadata.finalizers.is_none());
+    assert!(dc.data["status"].is_null(), "{}", dc.data["status"]);
+    assert!(cluster_containers(&name).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_or_malformed_bootstrap_data_is_reported_without_leaking_it() {
+    let mut env = Env::start("secret").await;
+    env.wait_ready().await;
+    let name = provisioned_cluster(&mut env).await;
+    env.create_machine(&name, "cp1", true, Some("cp1-bootstrap"))
+        .await;
+    let container = format!("{name}-cp1");
+
+    let message = |reason: &'static str| {
+        let env = &env;
+        async move {
+            let dm = env.get(&infra("DockerMachine"), "cp1").await?;
+            let c = condition(&dm, "BootstrapCompleted")?;
+            (c["status"] == "False" && c["reason"] == reason)
+                .then(|| c["message"].as_str().map(str::to_string))
+                .flatten()
+        }
+    };
+    let missing = eventually(
+        Duration::from_secs(60),
+        "the missing secret to be reported",
+        || message("NotCompleted"),
+    )
+    .await;
+    assert_eq!(
+        missing,
+        "Bootstrap data secret default/cp1-bootstrap not found"
+    );
+
+    const LEAK: &str = "zzsecretzz.0123456789abcdef";
+    env.create_secret(
+        "cp1-bootstrap",
+        &format!(
+            "#cloud-config\nwrite_files:\n- path: /etc/x\n  content: {LEAK}\n  bad: [unclosed\n"
+        ),
+    )
+    .await;
+    let malformed = eventually(
+        Duration::from_secs(60),
+        "the malformed secret to be reported",
+        || async {
+            message("NotCompleted")
+                .await
+                .filter(|m| m.starts_with("Invalid bootstrap data"))
+        },
+    )
+    .await;
+    assert!(
+        malformed.starts_with(
+            "Invalid bootstrap data in secret default/cp1-bootstrap: parse cloud-config"
+        ),
+        "{malformed}"
+    );
+    assert!(!malformed.contains("zzsecretzz"), "{malformed}");
+    assert!(
+        !docker(&[
+            "exec",
+            &container,
+            "test",
+            "-e",
+            "/run/cluster-api/capd-bootstrap"
+        ])
+        .0,
+        "nothing was launched in the node"
+    );
+
+    // Once the bootstrap provider writes valid data, bootstrap completes.
+    env.merge_patch(
+        &capi("Machine"),
+        "cp1",
+        json!({"metadata": {"labels": {"retry": "1"}}}),
+    )
+    .await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client.clone(), NAMESPACE);
+    secrets
+        .delete("cp1-bootstrap", &Default::default())
+        .await
+        .unwrap();
+    env.create_secret("cp1-bootstrap", &cloud_config(0)).await;
+    eventually(Duration::from_secs(90), "bootstrap to complete", || async {
+        let dm = env.get(&infra("DockerMachine"), "cp1").await?;
+        (condition_state(&dm, "BootstrapCompleted")?.0 == "True").then_some(())
+    })
+    .await;
+
+    let events: Api<Event> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let all = events.list(&ListParams::default()).await.unwrap();
+    assert!(
+        all.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("BootstrapNotCompleted")),
+        "the problem was published as an Event"
+    );
+    for event in &all.items {
+        let text = serde_json::to_string(event).unwrap();
+        assert!(
+            !text.contains("zzsecretzz"),
+            "an Event leaks bootstrap data: {text}"
+        );
+        assert!(
+            !text.contains("abcdef.0123456789abcdef"),
+            "an Event leaks a token: {text}"
+        );
+    }
+    assert!(
+        !env.manager_log().contains("zzsecretzz"),
+        "the log leaks bootstrap data"
+    );
+}
