@@ -240,3 +240,50 @@ async fn missing_or_malformed_bootstrap_data_is_reported_without_leaking_it() {
         "the log leaks bootstrap data"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_load_balancer_is_recreated_with_its_backends() {
+    let mut env = Env::start_with("lbgone", &["--sync-period=3s"]).await;
+    env.wait_ready().await;
+    let name = provisioned_cluster(&mut env).await;
+    env.create_secret("cp1-bootstrap", &cloud_config(0)).await;
+    env.create_machine(&name, "cp1", true, Some("cp1-bootstrap"))
+        .await;
+    let lb = format!("{name}-lb");
+    let backend = format!("server {name}-cp1 ");
+    let config = || docker_exec(&lb, &["cat", "/usr/local/etc/haproxy/haproxy.cfg"]);
+    eventually(
+        Duration::from_secs(90),
+        "the control plane behind the load balancer",
+        || async { config().contains(&backend).then_some(()) },
+    )
+    .await;
+    let before = env.get(&infra("DockerCluster"), &name).await.unwrap();
+    let old_id = docker(&["inspect", "--format", "{{.Id}}", &lb]).1;
+
+    assert!(docker(&["rm", "-fv", &lb]).0);
+    eventually(
+        Duration::from_secs(60),
+        "a new load balancer with the backend",
+        || async {
+            let id = docker(&["inspect", "--format", "{{.Id}}", &lb]).1;
+            (!id.is_empty() && id != old_id && config().contains(&backend)).then_some(())
+        },
+    )
+    .await;
+    let after = env.get(&infra("DockerCluster"), &name).await.unwrap();
+    assert_eq!(
+        condition_state(&after, "LoadBalancerAvailable").unwrap().0,
+        "True"
+    );
+    assert_eq!(
+        after.data["spec"]["controlPlaneEndpoint"], before.data["spec"]["controlPlaneEndpoint"],
+        "the endpoint does not move"
+    );
+
+    // Reconciles every 3 s at rest write nothing.
+    let version = after.metadata.resource_version.clone();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let later = env.get(&infra("DockerCluster"), &name).await.unwrap();
+    assert_eq!(later.metadata.resource_version, version);
+}

@@ -321,3 +321,57 @@ impl DockerMachine {
         self
     }
 }
+
+/// A controller context on `runtime` whose Kubernetes client points nowhere: for scenario tests
+/// of the Docker side (Events fail quietly, caches are empty).
+pub fn test_context(runtime: crate::docker::FakeRuntime) -> crate::controllers::context::Context {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use kube::runtime::reflector;
+
+    use crate::controllers::backoff::ErrorBackoff;
+    use crate::controllers::context::{Context, Stores};
+    use crate::controllers::tasks::TaskRegistry;
+    use crate::controllers::workload::WorkloadClients;
+    use crate::manager::{Concurrency, ControllerConfig, FeatureGates, Metrics, Readiness};
+
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let controller_config = ControllerConfig {
+        namespace: None,
+        watch_filter: None,
+        feature_gates: FeatureGates::default(),
+        docker_network: "kind".into(),
+        sync_period: Duration::from_secs(600),
+        concurrency: Concurrency {
+            docker_machine: 10,
+            docker_cluster: 10,
+            docker_machine_template: 10,
+        },
+        workload_client_qps: 20.0,
+        workload_client_burst: 30,
+    };
+    let manager = crate::manager::Context::new(
+        client,
+        Metrics::new(),
+        Readiness::new(),
+        controller_config,
+        None,
+    );
+    let (trigger, _) = tokio::sync::mpsc::unbounded_channel();
+    Context {
+        manager: Arc::new(manager),
+        runtime: Arc::new(runtime),
+        stores: Stores {
+            clusters: reflector::store().0,
+            machines: reflector::store().0,
+            docker_clusters: reflector::store().0,
+        },
+        tasks: TaskRegistry::new(trigger),
+        workload: WorkloadClients::new(20.0, 30),
+        backoff: ErrorBackoff::new(),
+        proxy: Default::default(),
+        load_balancer_locks: Default::default(),
+    }
+}

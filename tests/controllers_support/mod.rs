@@ -248,6 +248,7 @@ pub struct Env {
     pub network: String,
     pub images: Images,
     manager: Option<Manager>,
+    extra_args: Vec<String>,
     log: PathBuf,
     starts: u32,
     clusters: Vec<String>,
@@ -257,6 +258,11 @@ pub struct Env {
 impl Env {
     /// Starts both API servers, installs the CRDs and starts the manager.
     pub async fn start(test: &str) -> Env {
+        Self::start_with(test, &[]).await
+    }
+
+    /// As [`Env::start`], with extra manager flags.
+    pub async fn start_with(test: &str, extra_args: &[&str]) -> Env {
         let images = images();
         let mgmt = TestApiServer::start(Options::default()).await.unwrap();
         let workload = TestApiServer::start(Options {
@@ -277,6 +283,7 @@ impl Env {
             network: unique(&format!("capdit-{test}-")),
             images,
             manager: None,
+            extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
             starts: 0,
             clusters: Vec::new(),
             _dir: dir,
@@ -346,6 +353,7 @@ impl Env {
                 "--diagnostics-address=0",
                 &format!("--docker-network={}", self.network),
             ])
+            .args(&self.extra_args)
             .env_remove("RUST_LOG")
             .env("CAPD_DOCKER_NETWORK", &self.network)
             .env(

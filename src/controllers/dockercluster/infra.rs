@@ -120,14 +120,29 @@ pub async fn ensure(
     }
     let ip = ip.to_string();
     let endpoint_host = &docker_cluster.spec.control_plane_endpoint.host;
-    if !endpoint_host.is_empty() && *endpoint_host != ip && recreated {
+    if recreated && endpoint_moved(endpoint_host, &ip) {
         tracing::warn!(
             endpoint = %endpoint_host,
             address = %ip,
-            "The recreated load balancer has a different address than the control plane endpoint"
+            "The recreated load balancer has another address than the control plane endpoint"
         );
+        ctx.event(
+            docker_cluster,
+            EventKind::Warning,
+            "LoadBalancerAddressChanged",
+            format!(
+                "The recreated load balancer {name} has address {ip}, but the control plane endpoint is {endpoint_host}; the endpoint cannot change"
+            ),
+        )
+        .await;
     }
     Ok(ip)
+}
+
+/// Whether an IP-literal endpoint host differs from the load balancer's address (a host name is
+/// the user's business and never compared).
+pub fn endpoint_moved(endpoint_host: &str, address: &str) -> bool {
+    endpoint_host.parse::<std::net::IpAddr>().is_ok() && endpoint_host != address
 }
 
 async fn has_control_planes(ctx: &Context, cluster_name: &str) -> Result<bool> {

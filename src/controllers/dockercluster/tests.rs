@@ -170,3 +170,129 @@ fn pausing_only_sets_the_paused_condition() {
     );
     assert_eq!(status.initialization.provisioned, None);
 }
+
+// ---- scenarios with the fake runtime ------------------------------------------------------
+
+mod scenarios {
+    use super::super::infra;
+    use crate::api::v1beta2::DockerCluster;
+    use crate::controllers::fixtures::test_context;
+    use crate::docker::network::CREATED_BY_LABEL;
+    use crate::docker::node::{NodeRole, NodeSpec, create_node};
+    use crate::docker::{ContainerRuntime, FakeRuntime};
+
+    const LB_IMAGE: &str = "kindest/haproxy:v20230606-42a2262b";
+
+    fn fake() -> FakeRuntime {
+        let fake = FakeRuntime::new();
+        fake.add_image(LB_IMAGE);
+        fake.add_image("node:test");
+        fake
+    }
+
+    #[tokio::test]
+    async fn the_network_and_load_balancer_are_created_and_the_address_returned() {
+        let fake = fake();
+        let ctx = test_context(fake.clone());
+        let dc = DockerCluster::test("c1").owned_by("c1");
+        let ip = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        let network = fake
+            .networks()
+            .into_iter()
+            .find(|n| n.name == "kind")
+            .unwrap();
+        assert!(
+            network.labels.contains_key(CREATED_BY_LABEL),
+            "the provider creates its network"
+        );
+        let lb = fake
+            .containers()
+            .into_iter()
+            .find(|c| c.name == "c1-lb")
+            .unwrap();
+        assert_eq!(lb.image, LB_IMAGE);
+        assert_eq!(ip, lb.networks["kind"].ipv4.unwrap().to_string());
+        assert_eq!(
+            infra::ensure(&ctx, &dc, "c1", None).await.unwrap(),
+            ip,
+            "a running load balancer is kept"
+        );
+        assert_eq!(fake.containers().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_stopped_load_balancer_is_replaced_and_gets_its_backends_again() {
+        let fake = fake();
+        let ctx = test_context(fake.clone());
+        let mut dc = DockerCluster::test("c1").owned_by("c1");
+        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        let cp = NodeSpec::new("c1", "c1-cp1", NodeRole::ControlPlane, "node:test", "kind");
+        create_node(&fake, &cp).await.unwrap();
+        dc.status = Some(super::normal_status(
+            &dc,
+            &super::LoadBalancerOutcome::Available,
+        ));
+        let old_id = fake
+            .containers()
+            .into_iter()
+            .find(|c| c.name == "c1-lb")
+            .unwrap()
+            .id;
+
+        fake.stop_container("c1-lb");
+        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        let lb = fake
+            .containers()
+            .into_iter()
+            .find(|c| c.name == "c1-lb")
+            .unwrap();
+        assert_ne!(lb.id, old_id, "a new container replaced the stopped one");
+        assert!(lb.running);
+        let config = fake
+            .file("c1-lb", "/usr/local/etc/haproxy/haproxy.cfg")
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        assert!(
+            config.contains("server c1-cp1 "),
+            "backends re-applied: {config}"
+        );
+    }
+
+    #[tokio::test]
+    async fn deletion_removes_the_load_balancer_and_our_unused_network_only() {
+        let fake = fake();
+        let ctx = test_context(fake.clone());
+        let dc = DockerCluster::test("c1").owned_by("c1");
+        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        infra::delete(&ctx, &dc, "c1").await.unwrap();
+        assert!(fake.containers().is_empty());
+        assert!(
+            fake.inspect_network("kind").await.unwrap().is_none(),
+            "our network, unused, is removed"
+        );
+
+        let foreign = FakeRuntime::new();
+        foreign.add_image(LB_IMAGE);
+        foreign.add_network(crate::docker::NetworkInfo {
+            id: "kind-id".into(),
+            name: "kind".into(),
+            driver: "bridge".into(),
+            subnets: vec!["172.30.0.0/16".parse().unwrap()],
+            ..Default::default()
+        });
+        let ctx = test_context(foreign.clone());
+        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        infra::delete(&ctx, &dc, "c1").await.unwrap();
+        assert!(
+            foreign.inspect_network("kind").await.unwrap().is_some(),
+            "a network created by someone else (kind) is kept"
+        );
+    }
+
+    #[test]
+    fn only_an_ip_endpoint_that_differs_counts_as_moved() {
+        assert!(infra::endpoint_moved("172.18.0.2", "172.18.0.3"));
+        assert!(!infra::endpoint_moved("172.18.0.2", "172.18.0.2"));
+        assert!(!infra::endpoint_moved("lb.example.com", "172.18.0.3"));
+    }
+}
