@@ -287,3 +287,118 @@ async fn a_vanished_load_balancer_is_recreated_with_its_backends() {
     let later = env.get(&infra("DockerCluster"), &name).await.unwrap();
     assert_eq!(later.metadata.resource_version, version);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_and_watch_filter_limit_what_the_manager_touches() {
+    let mut env = Env::start_with("filter", &["--namespace=default", "--watch-filter=mine"]).await;
+    env.wait_ready().await;
+    let labelled = env.cluster_name();
+    let unlabelled = env.cluster_name();
+    for name in [&labelled, &unlabelled] {
+        let cluster = env.create_cluster(name, false).await;
+        env.create_docker_cluster(&cluster, json!({})).await;
+    }
+    env.merge_patch(
+        &infra("DockerCluster"),
+        &labelled,
+        json!({"metadata": {"labels": {"cluster.x-k8s.io/watch-filter": "mine"}}}),
+    )
+    .await;
+    env.merge_patch(
+        &capi("Cluster"),
+        &labelled,
+        json!({"metadata": {"labels": {"cluster.x-k8s.io/watch-filter": "mine"}}}),
+    )
+    .await;
+    // The same, labelled, in another namespace.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client.clone());
+    namespaces
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "elsewhere"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let elsewhere = env.cluster_name();
+    let clusters = Api::<kube::api::DynamicObject>::namespaced_with(
+        env.client.clone(),
+        "elsewhere",
+        &capi("Cluster"),
+    );
+    let other_cluster = clusters
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Cluster",
+                "metadata": {"name": elsewhere, "namespace": "elsewhere", "labels": {"cluster.x-k8s.io/watch-filter": "mine"}},
+                "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": elsewhere}}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let dcs = Api::<kube::api::DynamicObject>::namespaced_with(
+        env.client.clone(),
+        "elsewhere",
+        &infra("DockerCluster"),
+    );
+    dcs.create(
+        &Default::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "DockerCluster",
+            "metadata": {
+                "name": elsewhere,
+                "namespace": "elsewhere",
+                "labels": {"cluster.x-k8s.io/watch-filter": "mine"},
+                "ownerReferences": [owner("Cluster", &other_cluster)]
+            },
+            "spec": {"loadBalancer": {"imageRepository": env.images.haproxy_repository, "imageTag": env.images.haproxy_tag}}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+
+    eventually(
+        Duration::from_secs(90),
+        "the labelled cluster to be provisioned",
+        || async {
+            let dc = env.get(&infra("DockerCluster"), &labelled).await?;
+            (dc.data["status"]["initialization"]["provisioned"] == json!(true)).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let untouched = env.get(&infra("DockerCluster"), &unlabelled).await.unwrap();
+    assert!(untouched.metadata.finalizers.is_none() && untouched.data["status"].is_null());
+    let other = dcs.get(&elsewhere).await.unwrap();
+    assert!(other.metadata.finalizers.is_none() && other.data["status"].is_null());
+    assert!(cluster_containers(&unlabelled).is_empty());
+    assert!(cluster_containers(&elsewhere).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_docker_engine_stops_the_manager_with_a_clear_error() {
+    let api = testapiserver::TestApiServer::start(testapiserver::Options::default())
+        .await
+        .unwrap();
+    let output = tokio::process::Command::new(MANAGER)
+        .args([
+            &format!("--kubeconfig={}", api.kubeconfig_path().display()),
+            "--health-addr=0",
+            "--diagnostics-address=0",
+        ])
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the Docker engine"),
+        "{stderr}"
+    );
+}

@@ -67,6 +67,18 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
     let cluster = env.create_cluster(&name, false).await;
     env.create_docker_cluster(&cluster, json!({})).await;
 
+    // A DockerMachineTemplate advertises the Docker host's capacity.
+    env.create(
+        &infra("DockerMachineTemplate"),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "DockerMachineTemplate",
+            "metadata": {"name": "workers", "namespace": NAMESPACE},
+            "spec": {"template": {"spec": {"customImage": env.images.node}}}
+        }),
+    )
+    .await;
+
     // The DockerCluster: network, load balancer, endpoint, conditions, finalizer.
     let dc = eventually(PROVISION, "the DockerCluster to be provisioned", || async {
         let dc = env.get(&infra("DockerCluster"), &name).await?;
@@ -108,6 +120,22 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
             .iter()
             .any(|c| c["type"] == "Ready" && c["status"] == "True"),
         "{legacy}"
+    );
+
+    let template = eventually(Duration::from_secs(30), "the template capacity", || async {
+        let t = env.get(&infra("DockerMachineTemplate"), "workers").await?;
+        t.data["status"]["capacity"].is_object().then_some(t)
+    })
+    .await;
+    let cpus = docker(&["info", "--format", "{{.NCPU}}"]).1;
+    let memory: u64 = docker(&["info", "--format", "{{.MemTotal}}"])
+        .1
+        .parse()
+        .unwrap();
+    assert_eq!(template.data["status"]["capacity"]["cpu"], json!(cpus));
+    assert_eq!(
+        template.data["status"]["capacity"]["memory"],
+        json!(capd::controllers::template::binary_quantity(memory))
     );
 
     // Cluster API: infrastructure ready; two control plane machines with bootstrap data.

@@ -104,6 +104,12 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A reconcile took longer than its limit and was abandoned (CAPD: 6 minutes).
+    #[error("finish the reconcile within {seconds}s")]
+    ReconcileTimeout {
+        /// The limit.
+        seconds: u64,
+    },
     /// The kube finalizer helper failed (wraps the reconcile error or the finalizer patch error).
     #[error(transparent)]
     Finalizer(Box<finalizer::Error<Error>>),
@@ -137,6 +143,7 @@ impl Error {
             Self::HaproxyTemplateKey { .. } => "haproxy_template",
             Self::NotFinished { .. } => "not_finished",
             Self::Workload { .. } => "workload_cluster",
+            Self::ReconcileTimeout { .. } => "reconcile_timeout",
             Self::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
                     inner.category()
@@ -201,6 +208,19 @@ pub fn finalizer_gone(error: finalizer::Error<Error>) -> Result<kube::runtime::c
         }
         other => Err(Error::from(other)),
     }
+}
+
+/// How long one reconcile may take before it is abandoned and retried (CAPD's
+/// `ReconciliationTimeout` of the DockerMachine controller).
+pub const RECONCILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(6 * 60);
+
+/// Runs a reconcile with [`RECONCILE_TIMEOUT`].
+pub async fn with_timeout<T>(reconcile: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(RECONCILE_TIMEOUT, reconcile)
+        .await
+        .unwrap_or(Err(Error::ReconcileTimeout {
+            seconds: RECONCILE_TIMEOUT.as_secs(),
+        }))
 }
 
 /// Result of controller operations.

@@ -52,7 +52,7 @@ pub fn capacity(host: &HostInfo) -> BTreeMap<String, Quantity> {
 /// Reconciles one DockerMachineTemplate.
 pub async fn reconcile(template: Arc<DockerMachineTemplate>, ctx: Arc<Context>) -> Result<Action> {
     let timer = ctx.manager.metrics.reconcile_started(CONTROLLER);
-    let result = reconcile_one(&template, &ctx).await;
+    let result = super::error::with_timeout(reconcile_one(&template, &ctx)).await;
     let backoff_key = format!("DockerMachineTemplate/{}", key(&template.metadata));
     match &result {
         Ok(_) => {

@@ -177,6 +177,20 @@ mod tests {
     }
 
     #[test]
+    fn an_undecodable_machine_is_isolated_not_fatal() {
+        let guarded: DeserializeGuard<Machine> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2",
+            "kind": "Machine",
+            "metadata": {"name": "bad", "namespace": "default"},
+            "spec": {"clusterName": 42, "bootstrap": "not-an-object"}
+        }))
+        .unwrap();
+        let invalid = guarded.0.as_ref().unwrap_err();
+        assert_eq!(invalid.metadata.name.as_deref(), Some("bad"));
+        log_invalid(&guarded, "Machine");
+    }
+
+    #[test]
     fn machines_map_to_their_docker_machine() {
         assert_eq!(
             machine_to_docker_machine(&Machine::test("m1")),

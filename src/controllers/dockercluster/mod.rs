@@ -31,7 +31,7 @@ pub const CONTROLLER: &str = "dockercluster";
 /// Reconciles one DockerCluster; records metrics, logs and an Event when it fails.
 pub async fn reconcile(docker_cluster: Arc<DockerCluster>, ctx: Arc<Context>) -> Result<Action> {
     let timer = ctx.manager.metrics.reconcile_started(CONTROLLER);
-    let result = reconcile_one(&docker_cluster, &ctx).await;
+    let result = super::error::with_timeout(reconcile_one(&docker_cluster, &ctx)).await;
     let backoff_key = format!("DockerCluster/{}", key(&docker_cluster.metadata));
     match &result {
         Ok(_) => {

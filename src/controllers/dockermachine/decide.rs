@@ -451,7 +451,9 @@ pub fn bootstrap_step(
         kept.observed_generation = generation;
         return step(kept, TaskAction::None);
     }
-    if machine.node_name().is_some() {
+    // A Machine that has a Node, or a machine CAPD 1.13 and earlier bootstrapped
+    // (`spec.bootstrapped`, kept by `clusterctl move`), is bootstrapped.
+    if machine.node_name().is_some() || docker_machine.spec.bootstrapped {
         return step(completed(), TaskAction::None);
     }
     let [container, cgroups, images] = prerequisites;

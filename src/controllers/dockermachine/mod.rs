@@ -43,7 +43,7 @@ pub const CONTROLLER: &str = "dockermachine";
 /// Reconciles one DockerMachine; records metrics, logs and an Event when it fails.
 pub async fn reconcile(docker_machine: Arc<DockerMachine>, ctx: Arc<Context>) -> Result<Action> {
     let timer = ctx.manager.metrics.reconcile_started(CONTROLLER);
-    let result = reconcile_one(&docker_machine, &ctx).await;
+    let result = super::error::with_timeout(reconcile_one(&docker_machine, &ctx)).await;
     match &result {
         Ok(_) => {
             timer.finish(Ok(()));

@@ -319,6 +319,15 @@ fn a_machine_that_has_a_node_is_bootstrapped() {
 }
 
 #[test]
+fn a_machine_bootstrapped_by_an_older_provider_is_not_bootstrapped_again() {
+    let mut dm = DockerMachine::test("m1");
+    dm.spec.bootstrapped = true;
+    let step = bootstrap_step(&dm, &Machine::test("m1"), [true, true, true], None);
+    assert!(step.condition.is_true());
+    assert_eq!(step.task, TaskAction::None);
+}
+
+#[test]
 fn a_restarted_manager_resumes_following_bootstrap_with_the_last_progress() {
     let mut dm = DockerMachine::test("m1");
     dm.status = Some(DockerMachineStatus {
