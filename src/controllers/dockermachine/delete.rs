@@ -5,7 +5,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use super::container::container_name;
-use super::{Fetched, decide, write_status};
+use super::{Fetched, decide, status, write_status};
 use crate::api::conditions::set_condition;
 use crate::api::v1beta2::DockerMachine;
 use crate::controllers::context::{Context, EventKind};
@@ -29,7 +29,7 @@ pub async fn reconcile(
     let generation = docker_machine.metadata.generation;
     let mut status = docker_machine.status.clone().unwrap_or_default();
     set_condition(&mut status.conditions, decide::deleting(generation));
-    decide::summarize(&mut status, generation);
+    status::summarize(&mut status, generation);
     write_status(ctx, docker_machine, &status).await?;
 
     let Some(cluster_name) = fetched.cluster_name.as_deref() else {

@@ -8,6 +8,7 @@ pub mod decide;
 mod delete;
 pub mod node;
 mod normal;
+pub mod status;
 pub mod steps;
 
 #[cfg(test)]
@@ -156,7 +157,7 @@ async fn reconcile_one(docker_machine: &Arc<DockerMachine>, ctx: &Context) -> Re
         }
         Gate::Paused => {
             tracing::info!("Reconciliation is paused");
-            write_status(ctx, docker_machine, &decide::paused_status(docker_machine)).await?;
+            write_status(ctx, docker_machine, &status::paused_status(docker_machine)).await?;
             return Ok(Action::await_change());
         }
         Gate::Proceed => {}

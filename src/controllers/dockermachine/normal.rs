@@ -14,7 +14,7 @@ use super::container::{
 };
 use super::decide::{self, ContainerStep, NODE_RETRY, Observed, StepDecision, TaskAction};
 use super::node::{NodeSync, sync_node};
-use super::{Fetched, apply_owned_fields, steps, write_status};
+use super::{Fetched, apply_owned_fields, status, steps, write_status};
 use crate::api::WEIGHT_ANNOTATION;
 use crate::api::capi::{Cluster, Machine};
 use crate::api::conditions::{
@@ -120,7 +120,7 @@ pub async fn reconcile(
     let result = run_steps(&mut work, machine, cluster, docker_cluster, cluster_name).await;
     let generation = docker_machine.metadata.generation;
     let mut status = work.working.status.clone().unwrap_or_default();
-    decide::summarize(&mut status, generation);
+    status::summarize(&mut status, generation);
     write_status(ctx, docker_machine, &status).await?;
     result?;
     if work.requeue.is_none() {

@@ -1,6 +1,7 @@
 //! Unit tests of the DockerMachine decisions.
 
 use super::decide::*;
+use super::status::summarize;
 use super::transition_events;
 use crate::api::capi::{Cluster, Machine};
 use crate::api::conditions::{
