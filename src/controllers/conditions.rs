@@ -162,7 +162,7 @@ pub fn set_legacy_condition(conditions: &mut Vec<V1Beta1Condition>, new: Legacy)
                 return false;
             }
             if flipped {
-                existing.last_transition_time = Time(jiff::Timestamp::now());
+                existing.last_transition_time = Time(now_in_seconds());
             }
             existing.status = status;
             existing.reason = new.reason;
@@ -175,7 +175,7 @@ pub fn set_legacy_condition(conditions: &mut Vec<V1Beta1Condition>, new: Legacy)
                 type_: new.type_.to_string(),
                 status,
                 severity,
-                last_transition_time: Time(jiff::Timestamp::now()),
+                last_transition_time: Time(now_in_seconds()),
                 reason: new.reason,
                 message,
             });
@@ -202,6 +202,13 @@ pub fn set_legacy_ready_summary(conditions: &mut Vec<V1Beta1Condition>, inputs: 
         ),
     };
     set_legacy_condition(conditions, summary);
+}
+
+/// Now, at whole seconds: the API server keeps condition times at second precision, so a time
+/// with fractions would differ from its own stored copy.
+fn now_in_seconds() -> jiff::Timestamp {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
 }
 
 /// `text` cut to at most `max` characters (a condition message has a length limit).
