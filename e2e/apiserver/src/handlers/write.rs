@@ -175,7 +175,7 @@ async fn write_inner(
         }
         Op::Patch(PatchType::Apply, body) => {
             let mut config = decode_apply(req, &body)?;
-            let unknown = structural(&def, &req.version, &mut config, false);
+            let unknown = structural(&def, &req.version, &mut config, false)?;
             field_validation(req, &unknown, warnings)?;
             if manager.is_empty() || req.param("fieldManager").is_none() {
                 return Err(ApiError::invalid(
@@ -240,7 +240,7 @@ async fn write_inner(
         }
     };
     let mut object = candidate;
-    let unknown = structural(&def, &req.version, &mut object, true);
+    let unknown = structural(&def, &req.version, &mut object, true)?;
     field_validation(req, &unknown, warnings)?;
     if creating {
         prepare_create(req, &mut object);
