@@ -21,7 +21,7 @@ pub async fn run(shared: Arc<Shared>) {
             _ = crate::server::until_shutdown(shutdown.clone()) => return,
         }
         let mut store = shared.store.lock().await;
-        for _ in 0..16 {
+        for _ in 0..1000 {
             if !sweep(&mut store) {
                 break;
             }
