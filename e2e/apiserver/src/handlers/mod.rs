@@ -165,10 +165,14 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
 }
 
 async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    match route(&shared, request).await {
+    let method = request.method().clone();
+    let uri = request.uri().clone();
+    let resp = match route(&shared, request).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    }
+    };
+    tracing::debug!(%method, %uri, status = resp.status().as_u16(), "Request");
+    resp
 }
 
 async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
