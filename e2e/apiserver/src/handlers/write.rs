@@ -239,6 +239,20 @@ async fn write_inner(
             (patched, false)
         }
     };
+    if let Some(l) = &live {
+        // The object's uid is a precondition of the storage update, as in the generic registry.
+        let asked = candidate["metadata"]["uid"].as_str().unwrap_or_default();
+        let actual = l["metadata"]["uid"].as_str().unwrap_or_default();
+        if !asked.is_empty() && asked != actual {
+            return Err(ApiError::conflict(
+                def.qualified(),
+                name.as_deref().unwrap_or_default(),
+                &format!(
+                    "Precondition failed: UID in precondition: {asked}, UID in object meta: {actual}"
+                ),
+            ));
+        }
+    }
     let mut object = candidate;
     let unknown = structural(&def, &req.version, &mut object, true)?;
     field_validation(req, &unknown, warnings)?;
