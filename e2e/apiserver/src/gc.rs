@@ -144,7 +144,18 @@ pub fn sweep(store: &mut Store) -> bool {
         let (mut solid, mut dangling, mut orphaning, mut waiting) = (Vec::new(), 0, Vec::new(), 0);
         for r in refs {
             let uid = r["uid"].as_str().unwrap_or_default();
-            match by_uid.get(uid) {
+            // A namespaced dependent can only be owned from its own namespace or by a
+            // cluster-scoped object; anything else counts as absent, as for kube's collector.
+            let dependent_ns = i.object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default();
+            let owner = by_uid.get(uid).filter(|o| {
+                let owner_ns = o.object["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default();
+                owner_ns.is_empty() || owner_ns == dependent_ns
+            });
+            match owner {
                 None => dangling += 1,
                 Some(owner) if deleting(&owner.object) && has(&owner.object, "orphan") => {
                     orphaning.push(uid)
