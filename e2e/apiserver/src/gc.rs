@@ -102,7 +102,9 @@ fn delete(store: &mut Store, key: &ResKey, object: &Value, propagation: Propagat
         propagation: Some(propagation),
         ..Default::default()
     };
-    let _ = delete_object(store, &def, &ns, &name, &opts);
+    if let Err(e) = delete_object(store, &def, &ns, &name, &opts) {
+        tracing::debug!(%ns, %name, error = %e, "Garbage collection could not delete");
+    }
 }
 
 /// One pass; true when something changed.

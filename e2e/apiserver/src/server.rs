@@ -144,9 +144,12 @@ impl TestApiServer {
             let listener = TlsListener::new(tcp, certs.server_config()?)
                 .map_err(|source| StartError::Bind { addr, source })?;
             let task = tokio::spawn(async move {
-                let _ = axum::serve(listener, app)
+                if let Err(e) = axum::serve(listener, app)
                     .with_graceful_shutdown(stopped)
-                    .await;
+                    .await
+                {
+                    tracing::error!(error = %e, "Serving stopped");
+                }
             });
             (
                 format!("https://{host}:{}", local.port()),
@@ -155,7 +158,9 @@ impl TestApiServer {
             )
         } else {
             let task = tokio::spawn(async move {
-                let _ = axum::serve(tcp, app).with_graceful_shutdown(stopped).await;
+                if let Err(e) = axum::serve(tcp, app).with_graceful_shutdown(stopped).await {
+                    tracing::error!(error = %e, "Serving stopped");
+                }
             });
             (format!("http://{host}:{}", local.port()), None, task)
         };
