@@ -283,9 +283,13 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         // Only list and watch exist across namespaces.
         return Err(ApiError::method_not_supported(req.def.qualified(), verb));
     }
-    if !verb.is_empty() {
-        shared.count(format!("{verb} {}", req.counter_name()));
-    }
+    let counted = match verb {
+        "" if req.name.is_some() => "get",
+        "" if req.watch_prefix || req.flag("watch") => "watch",
+        "" => "list",
+        v => v,
+    };
+    shared.count(format!("{counted} {}", req.counter_name()));
     let content_type = req.content_type.to_ascii_lowercase();
     if matches!(verb, "create" | "update")
         && !content_type.is_empty()

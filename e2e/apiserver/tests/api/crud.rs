@@ -312,6 +312,7 @@ async fn secrets_and_leases_round_trip() {
     assert_eq!(counts.get("create secrets"), Some(&1));
     assert_eq!(counts.get("patch leases.coordination.k8s.io"), Some(&1));
     assert_eq!(h.write_total(), 3);
+    assert_eq!(h.request_counts().get("get secrets"), Some(&1));
 }
 
 #[tokio::test]
