@@ -281,7 +281,7 @@ fn validate_owner_references(refs: &Value, causes: &mut Vec<Cause>) {
 pub fn validate_meta_update(old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let (om, nm) = (&old["metadata"], &new["metadata"]);
-    for f in ["name", "namespace", "uid"] {
+    for f in ["name", "namespace"] {
         if nm[f] != om[f] && !nm[f].is_null() {
             causes.push(cause(
                 "FieldValueInvalid",

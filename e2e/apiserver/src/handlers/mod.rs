@@ -165,10 +165,14 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
 }
 
 async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    match route(&shared, request).await {
+    let method = request.method().clone();
+    let uri = request.uri().clone();
+    let resp = match route(&shared, request).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    }
+    };
+    tracing::debug!(%method, %uri, status = resp.status().as_u16(), "Request");
+    resp
 }
 
 async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
@@ -279,9 +283,13 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         // Only list and watch exist across namespaces.
         return Err(ApiError::method_not_supported(req.def.qualified(), verb));
     }
-    if !verb.is_empty() {
-        shared.count(format!("{verb} {}", req.counter_name()));
-    }
+    let counted = match verb {
+        "" if req.name.is_some() => "get",
+        "" if req.watch_prefix || req.flag("watch") => "watch",
+        "" => "list",
+        v => v,
+    };
+    shared.count(format!("{counted} {}", req.counter_name()));
     let content_type = req.content_type.to_ascii_lowercase();
     if matches!(verb, "create" | "update")
         && !content_type.is_empty()

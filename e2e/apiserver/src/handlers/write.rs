@@ -175,7 +175,7 @@ async fn write_inner(
         }
         Op::Patch(PatchType::Apply, body) => {
             let mut config = decode_apply(req, &body)?;
-            let unknown = structural(&def, &req.version, &mut config, false);
+            let unknown = structural(&def, &req.version, &mut config, false)?;
             field_validation(req, &unknown, warnings)?;
             if manager.is_empty() || req.param("fieldManager").is_none() {
                 return Err(ApiError::invalid(
@@ -239,8 +239,22 @@ async fn write_inner(
             (patched, false)
         }
     };
+    if let Some(l) = &live {
+        // The object's uid is a precondition of the storage update, as in the generic registry.
+        let asked = candidate["metadata"]["uid"].as_str().unwrap_or_default();
+        let actual = l["metadata"]["uid"].as_str().unwrap_or_default();
+        if !asked.is_empty() && asked != actual {
+            return Err(ApiError::conflict(
+                def.qualified(),
+                name.as_deref().unwrap_or_default(),
+                &format!(
+                    "Precondition failed: UID in precondition: {asked}, UID in object meta: {actual}"
+                ),
+            ));
+        }
+    }
     let mut object = candidate;
-    let unknown = structural(&def, &req.version, &mut object, true);
+    let unknown = structural(&def, &req.version, &mut object, true)?;
     field_validation(req, &unknown, warnings)?;
     if creating {
         prepare_create(req, &mut object);

@@ -167,7 +167,23 @@ async fn stale_updates_conflict_and_unconditional_updates_win() {
         .replace("cc", &PostParams::default(), &stale)
         .await
         .unwrap();
-    assert_eq!(forced.data.unwrap()["a"], "3");
+    assert_eq!(forced.data.as_ref().unwrap()["a"], "3");
+
+    let mut other_uid = forced.clone();
+    other_uid.metadata.resource_version = None;
+    other_uid.metadata.uid = Some("not-the-uid".into());
+    let err = status(
+        cms.replace("cc", &PostParams::default(), &other_uid)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 409);
+    assert!(
+        err.message
+            .contains("Precondition failed: UID in precondition: not-the-uid"),
+        "{}",
+        err.message
+    );
 }
 
 #[tokio::test]
@@ -296,6 +312,7 @@ async fn secrets_and_leases_round_trip() {
     assert_eq!(counts.get("create secrets"), Some(&1));
     assert_eq!(counts.get("patch leases.coordination.k8s.io"), Some(&1));
     assert_eq!(h.write_total(), 3);
+    assert_eq!(h.request_counts().get("get secrets"), Some(&1));
 }
 
 #[tokio::test]
