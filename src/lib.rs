@@ -6,9 +6,11 @@
 //! - [`docker`]: the container runtime seam (one trait, a bollard implementation, an in-memory fake),
 //!   networks, node containers and the haproxy load balancer.
 //! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
+//! - [`gardener`]: Gardener's `Infrastructure` extension for type `docker` (behind a manager flag).
 //! - [`manager`]: process wiring: flags, telemetry, health, metrics, leader election.
 
 pub mod api;
 pub mod bootstrap;
 pub mod docker;
+pub mod gardener;
 pub mod manager;
