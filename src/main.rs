@@ -5,6 +5,10 @@
 
 use std::process::ExitCode;
 
+use std::sync::Arc;
+
+use capd::docker::{ContainerRuntime, DockerEngine};
+use capd::gardener;
 use capd::manager::{self, Args, Wiring, error_chain, telemetry};
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
@@ -29,8 +33,12 @@ fn main() -> ExitCode {
         let shutdown = CancellationToken::new();
         manager::spawn_signal_handler(shutdown.clone())
             .map_err(|e| format!("install signal handlers: {}", error_chain(&e)))?;
-        // The controllers and the Docker engine check plug in here once they exist.
-        let wiring = Wiring::without_controllers();
+        // The Cluster API controllers plug in here once they exist.
+        let wiring = if args.gardener_infrastructure {
+            gardener_wiring().await?
+        } else {
+            Wiring::without_controllers()
+        };
         manager::run(args, wiring, shutdown)
             .await
             .map_err(|e| error_chain(&e))
@@ -47,4 +55,23 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The Gardener `Infrastructure` controller (`--gardener-infrastructure`) on the Docker engine
+/// named by `DOCKER_HOST` (default: the local socket), which the manager checks before starting.
+async fn gardener_wiring() -> Result<Wiring, String> {
+    let engine = DockerEngine::connect()
+        .await
+        .map_err(|e| format!("cannot reach the Docker engine: {}", error_chain(&e)))?;
+    let runtime: Arc<dyn ContainerRuntime> = Arc::new(engine);
+    let checked = runtime.clone();
+    Ok(Wiring {
+        engine_check: Some(Box::pin(async move {
+            let host = checked.host_info().await?;
+            Ok(format!("Docker {}", host.server_version))
+        })),
+        start_controllers: Box::new(move |context, stop| {
+            vec![gardener::controller_task(context, runtime, stop)]
+        }),
+    })
 }

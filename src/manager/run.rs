@@ -142,6 +142,8 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         v: _,
         logging_format: _,
         docker_network,
+        // Read by `main`, which wires the Gardener controller in.
+        gardener_infrastructure: _,
         kubeconfig,
     } = args;
 
