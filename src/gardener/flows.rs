@@ -120,7 +120,7 @@ async fn fail(session: &mut Session<'_>, operation: OperationType, error: Error)
             session
                 .event(
                     EventType::Warning,
-                    operation.event_reason(),
+                    operation.event_reason(OperationState::Error),
                     operation.as_str(),
                     note,
                 )
@@ -154,7 +154,7 @@ async fn succeed(
         session
             .event(
                 EventType::Normal,
-                operation.event_reason(),
+                operation.event_reason(OperationState::Succeeded),
                 operation.as_str(),
                 description,
             )

@@ -77,13 +77,24 @@ impl OperationType {
         }
     }
 
-    /// Event reason of this operation (Gardener's names).
-    pub fn event_reason(self) -> &'static str {
-        match self {
-            Self::Create | Self::Reconcile => "InfrastructureReconciliation",
-            Self::Delete => "InfrastructureDeletion",
-            Self::Migrate => "InfrastructureMigration",
-            Self::Restore => "InfrastructureRestoration",
+    /// Event reason when the operation reaches `state` (Gardener's event naming: `Reconciling`,
+    /// `Reconciled`, `ReconcileError`, ...). Distinct per state, so the Event recorder does not
+    /// fold a result into the Event of its start.
+    pub fn event_reason(self, state: OperationState) -> &'static str {
+        use OperationState::{Error, Processing, Succeeded};
+        match (self, state) {
+            (Self::Create | Self::Reconcile, Processing) => "Reconciling",
+            (Self::Create | Self::Reconcile, Succeeded) => "Reconciled",
+            (Self::Create | Self::Reconcile, Error) => "ReconcileError",
+            (Self::Delete, Processing) => "Deleting",
+            (Self::Delete, Succeeded) => "Deleted",
+            (Self::Delete, Error) => "DeleteError",
+            (Self::Migrate, Processing) => "Migrating",
+            (Self::Migrate, Succeeded) => "Migrated",
+            (Self::Migrate, Error) => "MigrateError",
+            (Self::Restore, Processing) => "Restoring",
+            (Self::Restore, Succeeded) => "Restored",
+            (Self::Restore, Error) => "RestoreError",
         }
     }
 }

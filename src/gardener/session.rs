@@ -14,7 +14,7 @@ use super::controller::{FIELD_MANAGER, InfrastructureContext};
 use super::error::Error;
 use super::infrastructure::{Infrastructure, InfrastructureObjectStatus};
 use super::network::Owner;
-use super::operation::{OperationType, processing};
+use super::operation::{OperationState, OperationType, processing};
 use super::step::{has_finalizer, operation_annotation};
 use super::{FINALIZER, OPERATION_ANNOTATION};
 
@@ -99,7 +99,7 @@ impl<'a> Session<'a> {
             tracing::info!(operation = operation.as_str(), "Starting");
             self.event(
                 EventType::Normal,
-                operation.event_reason(),
+                operation.event_reason(OperationState::Processing),
                 operation.as_str(),
                 operation.processing_description().to_string(),
             )
