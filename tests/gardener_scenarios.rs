@@ -229,7 +229,7 @@ async fn migrate_keeps_the_network_and_restore_adopts_it_again() {
     let id = provider_status(&created).network.id;
 
     env.annotate("infra", "migrate").await;
-    let migrated = env.wait_operation("infra", "Migrate", "Succeeded").await;
+    let migrated = env.wait_migrated("infra").await;
     assert!(!has_finalizer(&migrated));
     assert_eq!(operation(&migrated), None);
     let state = migrated.status.as_ref().unwrap().state.clone();

@@ -55,7 +55,8 @@ pub struct SubnetStatus {
     pub ip_family: String,
     /// The subnet, for example `10.213.0.0/24`.
     pub cidr: String,
-    /// The gateway address of the subnet, when the engine reports one.
+    /// The gateway address of the subnet (Docker's default, the first address, when the engine
+    /// does not report one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
 }
@@ -141,9 +142,17 @@ impl InfrastructureState {
     }
 }
 
-/// The gateway among `gateways` that lies in `subnet`.
+/// The gateway among `gateways` that lies in `subnet`, else the first address of the subnet:
+/// Docker's default IPAM gives that one but does not report it for subnets set at creation.
 fn gateway_in(subnet: &IpNetwork, gateways: &[IpAddr]) -> Option<IpAddr> {
-    gateways.iter().copied().find(|g| subnet.contains(*g))
+    gateways
+        .iter()
+        .copied()
+        .find(|g| subnet.contains(*g))
+        .or_else(|| match subnet {
+            IpNetwork::V4(net) => net.nth(1).map(IpAddr::V4),
+            IpNetwork::V6(net) => Some(IpAddr::V6((u128::from(net.network()) + 1).into())),
+        })
 }
 
 /// `status.nodesCIDR`: the configured IPv4 subnet, else the network's first IPv4 subnet.
@@ -228,6 +237,23 @@ mod tests {
                 },
             })
         );
+    }
+
+    #[test]
+    fn unreported_gateways_are_the_first_address() {
+        let set_at_creation = NetworkInfo {
+            gateways: Vec::new(),
+            ..network()
+        };
+        let status = InfrastructureStatus::of(&set_at_creation, false);
+        let gateways: Vec<Option<&str>> = status
+            .network
+            .subnets
+            .iter()
+            .map(|s| s.gateway.as_deref())
+            .collect();
+        assert_eq!(gateways, [Some("10.213.4.1"), Some("fc00:1::1")]);
+        assert!(!status.network.managed);
     }
 
     #[test]

@@ -202,6 +202,17 @@ impl Env {
         .await
     }
 
+    /// Waits until the migration is complete: `Migrate` succeeded, our finalizer and the
+    /// operation annotation removed.
+    pub async fn wait_migrated(&self, name: &str) -> Infrastructure {
+        self.wait_for(name, "the migration to complete", |i| {
+            last_operation(i) == Some(("Migrate".to_string(), "Succeeded".to_string()))
+                && !has_finalizer(i)
+                && operation(i).is_none()
+        })
+        .await
+    }
+
     /// Stops the controller.
     pub async fn stop(self) {
         self.stop.cancel();
