@@ -85,7 +85,9 @@ pub struct LastOperation {
     /// What happened, for humans.
     #[serde(default)]
     pub description: String,
-    /// When the operation last changed (state, type, progress or description).
+    /// When the operation last changed (state, type, progress or description); the Unix epoch
+    /// when another writer left it out.
+    #[serde(default = "epoch")]
     pub last_update_time: Time,
     /// Progress in percent.
     #[serde(default)]
@@ -111,6 +113,10 @@ pub struct LastError {
     /// When the error was first reported with this description and these codes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,
+}
+
+fn epoch() -> Time {
+    Time(jiff::Timestamp::UNIX_EPOCH)
 }
 
 impl Infrastructure {
