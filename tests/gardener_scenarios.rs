@@ -281,3 +281,32 @@ async fn migrate_keeps_the_network_and_restore_adopts_it_again() {
     );
     env.stop().await;
 }
+
+#[tokio::test]
+async fn a_network_removed_by_hand_is_recreated_on_the_next_reconcile() {
+    let (env, fake) = start().await;
+    env.create("infra", "docker", None).await;
+    let created = env.wait_operation("infra", "Create", "Succeeded").await;
+    let before = provider_status(&created).network;
+    fake.remove_network(&before.id).await.unwrap();
+
+    // Any event (here a label; otherwise the periodic resync) finds the network missing.
+    let label = json!({"metadata": {"labels": {"nudge": "1"}}});
+    env.api()
+        .patch("infra", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let repaired = env
+        .wait_for("infra", "the network to be recreated", |i| {
+            provider_status(i).network.id != before.id
+        })
+        .await;
+    assert_eq!(
+        last_operation(&repaired),
+        Some(("Reconcile".to_string(), "Succeeded".to_string()))
+    );
+    let after = provider_status(&repaired).network;
+    assert_eq!(after.name, before.name);
+    assert!(fake.networks().iter().any(|n| n.id == after.id));
+    env.stop().await;
+}
