@@ -21,35 +21,6 @@ use gardener_support::*;
 use ipnetwork::{IpNetwork, Ipv4Network};
 use serde_json::json;
 
-/// Removes the listed Docker networks when dropped (also when the test panics).
-struct Cleanup {
-    networks: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let names = std::mem::take(&mut self.networks);
-        // A fresh runtime on another thread: Drop may run inside the test's runtime.
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a cleanup runtime");
-            runtime.block_on(async {
-                let Ok(engine) = DockerEngine::connect().await else {
-                    return;
-                };
-                for name in names {
-                    if let Err(e) = engine.remove_network(&name).await {
-                        eprintln!("cleanup: removing Docker network {name} failed: {e}");
-                    }
-                }
-            });
-        })
-        .join();
-    }
-}
-
 /// The engine, or `None` (the test is skipped) when none answers.
 async fn engine() -> Option<Arc<DockerEngine>> {
     match DockerEngine::connect().await {

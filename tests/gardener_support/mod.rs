@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use capd::docker::ContainerRuntime;
+use capd::docker::{ContainerRuntime, DockerEngine};
 use capd::gardener::{Infrastructure, InfrastructureContext, InfrastructureStatus};
 use capd::manager::{Metrics, Readiness};
 use k8s_openapi::api::core::v1::Namespace;
@@ -35,12 +35,40 @@ pub struct Env {
     pub client: Client,
     pub namespace: String,
     stop: CancellationToken,
-    controller: JoinHandle<()>,
+    controller: Option<JoinHandle<()>>,
 }
 
 impl Env {
     /// Starts the server, installs the CRD and runs the controller on `runtime`.
     pub async fn start(runtime: Arc<dyn ContainerRuntime>, namespace: &str) -> Self {
+        let mut env = Self::without_controller(namespace).await;
+        let recorder = Recorder::new(
+            env.client.clone(),
+            Reporter {
+                controller: "capd-rs-test".into(),
+                instance: None,
+            },
+        );
+        let ctx = Arc::new(InfrastructureContext::new(
+            env.client.clone(),
+            runtime,
+            recorder,
+            Metrics::new(),
+            Duration::from_secs(600),
+        ));
+        env.controller = Some(tokio::spawn(capd::gardener::run(
+            ctx,
+            Api::all(env.client.clone()),
+            watcher::Config::default(),
+            Readiness::new(),
+            env.stop.clone(),
+        )));
+        env
+    }
+
+    /// Starts the server with the CRD and the namespace, but no controller (another process
+    /// runs it).
+    pub async fn without_controller(namespace: &str) -> Self {
         // Logs with RUST_LOG=capd=debug, shown for failed tests.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -54,7 +82,11 @@ impl Env {
             .await
             .expect("client config");
         let client = Client::try_from(config).expect("client");
-        install_crd(&client).await;
+        install_crd(
+            &client,
+            serde_saphyr::from_str(CRD_YAML).expect("the test CRD parses"),
+        )
+        .await;
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let ns: Namespace =
             serde_json::from_value(json!({"metadata": {"name": namespace}})).expect("namespace");
@@ -62,36 +94,12 @@ impl Env {
             .create(&PostParams::default(), &ns)
             .await
             .expect("the namespace is created");
-
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "capd-rs-test".into(),
-                instance: None,
-            },
-        );
-        let ctx = Arc::new(InfrastructureContext::new(
-            client.clone(),
-            runtime,
-            recorder,
-            Metrics::new(),
-            Duration::from_secs(600),
-        ));
-        let stop = CancellationToken::new();
-        let readiness = Readiness::new();
-        let controller = tokio::spawn(capd::gardener::run(
-            ctx,
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            readiness,
-            stop.clone(),
-        ));
         Self {
             server,
             client,
             namespace: namespace.to_string(),
-            stop,
-            controller,
+            stop: CancellationToken::new(),
+            controller: None,
         }
     }
 
@@ -216,20 +224,21 @@ impl Env {
     /// Stops the controller.
     pub async fn stop(self) {
         self.stop.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.controller).await;
+        if let Some(controller) = self.controller {
+            let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
+        }
     }
 }
 
-async fn install_crd(client: &Client) {
-    let crd: CustomResourceDefinition =
-        serde_saphyr::from_str(CRD_YAML).expect("the test CRD parses");
+/// Creates a CRD and waits until it is Established.
+pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&PostParams::default(), &crd)
         .await
         .expect("the CRD is created");
-    let name = "infrastructures.extensions.gardener.cloud";
+    let name = crd.metadata.name.clone().expect("a named CRD");
     for _ in 0..250 {
-        let current = crds.get(name).await.expect("the CRD is readable");
+        let current = crds.get(&name).await.expect("the CRD is readable");
         let established = current
             .status
             .as_ref()
@@ -243,7 +252,7 @@ async fn install_crd(client: &Client) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("the CRD never became Established");
+    panic!("the CRD {name} never became Established");
 }
 
 /// `(type, state)` of `status.lastOperation`.
@@ -318,4 +327,34 @@ pub fn unique(prefix: &str) -> String {
         nanos,
         NEXT.fetch_add(1, Ordering::SeqCst)
     )
+}
+
+/// Removes the listed Docker networks when dropped (also when the test panics).
+pub struct Cleanup {
+    /// Network names.
+    pub networks: Vec<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let names = std::mem::take(&mut self.networks);
+        // A fresh runtime on another thread: Drop may run inside the test's runtime.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a cleanup runtime");
+            runtime.block_on(async {
+                let Ok(engine) = DockerEngine::connect().await else {
+                    return;
+                };
+                for name in names {
+                    if let Err(e) = engine.remove_network(&name).await {
+                        eprintln!("cleanup: removing Docker network {name} failed: {e}");
+                    }
+                }
+            });
+        })
+        .join();
+    }
 }
