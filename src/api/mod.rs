@@ -8,7 +8,9 @@
 //!   constants, and [`conditions::set_condition`].
 //! - [`crd`]: builds the merged `CustomResourceDefinition` of every kind (used by `crdgen`).
 
+pub mod capi;
 pub mod conditions;
+pub mod conversion;
 pub mod crd;
 pub mod schema;
 pub mod v1beta1;

@@ -1,0 +1,299 @@
+//! Conversions between v1beta1 and v1beta2 (the hub), and the dynamic entry point
+//! [`convert_object`] the conversion webhook calls.
+//!
+//! Data a v1beta1 object cannot hold (for example `status.initialization.provisioned` being
+//! absent rather than `false`, or the order of failure domains) travels the way CAPD carries it:
+//! the down-converted object gets the annotation [`CONVERSION_DATA_ANNOTATION`] with the hub
+//! object (without metadata) as JSON, and up-conversion restores from it and drops it. A value
+//! is restored only while the v1beta1 object still says the same thing, so edits made through
+//! v1beta1 win. DockerCluster and DockerMachine always carry the annotation (as CAPD does);
+//! templates only when something would otherwise be lost.
+
+mod cluster;
+mod machine;
+
+#[cfg(test)]
+mod tests;
+
+pub use cluster::*;
+pub use machine::*;
+
+use kube::Resource;
+use kube::core::ObjectMeta;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{CONVERSION_DATA_ANNOTATION, GROUP, v1beta1, v1beta2};
+
+/// Failure to convert an object between API versions.
+#[derive(Debug, thiserror::Error)]
+pub enum ConversionError {
+    /// The object has no `apiVersion` or `kind`, or they are not strings.
+    #[error("failed to read apiVersion and kind of the object")]
+    MissingTypeMeta,
+    /// The object or the target is outside our API group.
+    #[error("cannot convert {api_version}: not in group {GROUP}")]
+    ForeignGroup {
+        /// The offending apiVersion.
+        api_version: String,
+    },
+    /// The kind is not one we serve.
+    #[error("cannot convert kind {kind}: not served by this provider")]
+    UnknownKind {
+        /// The offending kind.
+        kind: String,
+    },
+    /// The version is not one we serve.
+    #[error("cannot convert {kind} to or from version {version}: not served")]
+    UnknownVersion {
+        /// Kind being converted.
+        kind: String,
+        /// The offending version.
+        version: String,
+    },
+    /// The object does not decode as its declared kind and version.
+    #[error("failed to decode {kind} {version}")]
+    Decode {
+        /// Kind being decoded.
+        kind: String,
+        /// Version being decoded.
+        version: String,
+        /// Why it failed.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The converted object could not be encoded.
+    #[error("failed to encode the converted {kind}")]
+    Encode {
+        /// Kind being encoded.
+        kind: String,
+        /// Why it failed.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The conversion-data annotation does not hold a valid hub object.
+    #[error("failed to read the {CONVERSION_DATA_ANNOTATION} annotation of {kind}")]
+    ConversionData {
+        /// Kind being converted.
+        kind: String,
+        /// Why it failed.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A v1beta1 port does not fit the v1beta2 field.
+    #[error("cannot convert control plane endpoint port {port}: out of range")]
+    PortOutOfRange {
+        /// The offending port.
+        port: i64,
+    },
+}
+
+/// Converts any of our objects (as JSON) to `desired_api_version`, for example
+/// `infrastructure.cluster.x-k8s.io/v1beta1`. An object already in that version is returned as
+/// it is. Never panics: unknown kinds and versions are errors.
+pub fn convert_object(obj: Value, desired_api_version: &str) -> Result<Value, ConversionError> {
+    let type_field = |name: &str| obj.get(name).and_then(Value::as_str).map(str::to_string);
+    let (Some(api_version), Some(kind)) = (type_field("apiVersion"), type_field("kind")) else {
+        return Err(ConversionError::MissingTypeMeta);
+    };
+    let from = version_of(&api_version)?;
+    let to = version_of(desired_api_version)?;
+    for version in [from, to] {
+        if version != v1beta1::VERSION && version != v1beta2::VERSION {
+            return Err(ConversionError::UnknownVersion {
+                kind,
+                version: version.to_string(),
+            });
+        }
+    }
+    let up = from == v1beta1::VERSION;
+    if from == to {
+        return known_kind(&kind).map(|()| obj);
+    }
+    match kind.as_str() {
+        "DockerCluster" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            docker_cluster_to_hub,
+            docker_cluster_from_hub,
+        ),
+        "DockerClusterTemplate" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            docker_cluster_template_to_hub,
+            docker_cluster_template_from_hub,
+        ),
+        "DockerMachine" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            docker_machine_to_hub,
+            docker_machine_from_hub,
+        ),
+        "DockerMachineTemplate" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            docker_machine_template_to_hub,
+            docker_machine_template_from_hub,
+        ),
+        _ => Err(ConversionError::UnknownKind { kind }),
+    }
+}
+
+fn known_kind(kind: &str) -> Result<(), ConversionError> {
+    match kind {
+        "DockerCluster" | "DockerClusterTemplate" | "DockerMachine" | "DockerMachineTemplate" => {
+            Ok(())
+        }
+        _ => Err(ConversionError::UnknownKind {
+            kind: kind.to_string(),
+        }),
+    }
+}
+
+fn version_of(api_version: &str) -> Result<&str, ConversionError> {
+    match api_version.split_once('/') {
+        Some((group, version)) if group == GROUP => Ok(version),
+        _ => Err(ConversionError::ForeignGroup {
+            api_version: api_version.to_string(),
+        }),
+    }
+}
+
+fn convert_with<Spoke, Hub>(
+    obj: Value,
+    kind: &str,
+    from: &str,
+    up: bool,
+    to_hub: fn(&Spoke) -> Result<Hub, ConversionError>,
+    from_hub: fn(&Hub) -> Result<Spoke, ConversionError>,
+) -> Result<Value, ConversionError>
+where
+    Spoke: DeserializeOwned + Serialize,
+    Hub: DeserializeOwned + Serialize,
+{
+    let decode_error = |source| ConversionError::Decode {
+        kind: kind.to_string(),
+        version: from.to_string(),
+        source,
+    };
+    let encode_error = |source| ConversionError::Encode {
+        kind: kind.to_string(),
+        source,
+    };
+    if up {
+        let spoke: Spoke = serde_json::from_value(obj).map_err(decode_error)?;
+        serde_json::to_value(to_hub(&spoke)?).map_err(encode_error)
+    } else {
+        let hub: Hub = serde_json::from_value(obj).map_err(decode_error)?;
+        serde_json::to_value(from_hub(&hub)?).map_err(encode_error)
+    }
+}
+
+/// The hub object as CAPD stores it in the annotation: everything but `metadata`.
+fn marshal_data<K: Resource<DynamicType = ()> + Serialize>(
+    hub: &K,
+    kind: &str,
+) -> Result<String, ConversionError> {
+    let mut value = serde_json::to_value(hub).map_err(|source| ConversionError::Encode {
+        kind: kind.to_string(),
+        source,
+    })?;
+    if let Value::Object(map) = &mut value {
+        map.remove("metadata");
+    }
+    Ok(value.to_string())
+}
+
+/// Copies `metadata`, optionally adding the conversion-data annotation.
+fn down_metadata(meta: &ObjectMeta, data: Option<String>) -> ObjectMeta {
+    let mut meta = meta.clone();
+    if let Some(data) = data {
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(CONVERSION_DATA_ANNOTATION.to_string(), data);
+    }
+    meta
+}
+
+/// Copies `metadata` without the conversion-data annotation, and decodes that annotation.
+fn up_metadata<Hub: DeserializeOwned>(
+    meta: &ObjectMeta,
+    kind: &str,
+) -> Result<(ObjectMeta, Option<Hub>), ConversionError> {
+    let mut meta = meta.clone();
+    let data = meta
+        .annotations
+        .as_mut()
+        .and_then(|a| a.remove(CONVERSION_DATA_ANNOTATION));
+    if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
+        meta.annotations = None;
+    }
+    let restored = match data {
+        None => None,
+        Some(text) => {
+            let mut value: Value =
+                serde_json::from_str(&text).map_err(|source| ConversionError::ConversionData {
+                    kind: kind.to_string(),
+                    source,
+                })?;
+            if let Value::Object(map) = &mut value {
+                map.insert("metadata".into(), Value::Object(Default::default()));
+            }
+            Some(serde_json::from_value(value).map_err(|source| {
+                ConversionError::ConversionData {
+                    kind: kind.to_string(),
+                    source,
+                }
+            })?)
+        }
+    };
+    Ok((meta, restored))
+}
+
+/// Restores `restored` into `target` when projecting it down gives what the spoke holds now.
+fn restore_if_unchanged<T: Clone, P: PartialEq>(
+    target: &mut T,
+    restored: &T,
+    project: impl Fn(&T) -> P,
+) {
+    if project(restored) == project(target) {
+        *target = restored.clone();
+    }
+}
+
+/// Hub failure domains as the v1beta1 map.
+fn failure_domains_down(domains: &[v1beta2::FailureDomain]) -> v1beta1::FailureDomains {
+    domains
+        .iter()
+        .map(|fd| {
+            (
+                fd.name.clone(),
+                v1beta1::FailureDomainSpec {
+                    control_plane: fd.control_plane.unwrap_or(false),
+                    attributes: fd.attributes.clone(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// v1beta1 failure domains as the hub list, sorted by name (as CAPD does).
+fn failure_domains_up(domains: &v1beta1::FailureDomains) -> Vec<v1beta2::FailureDomain> {
+    domains
+        .iter()
+        .map(|(name, fd)| v1beta2::FailureDomain {
+            name: name.clone(),
+            control_plane: Some(fd.control_plane),
+            attributes: fd.attributes.clone(),
+        })
+        .collect()
+}
