@@ -1,0 +1,289 @@
+//! Talking to the management cluster at start-up: the client (rate limit, user agent), the
+//! reachability check, and the wait until our CRDs are served.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tokio_util::sync::CancellationToken;
+
+use super::ratelimit::RateLimitLayer;
+
+/// User agent of every request the manager sends.
+pub const USER_AGENT: &str = "capd-rs-controller-manager";
+
+/// The API group and version our CRDs are served at.
+pub const INFRASTRUCTURE_GROUP_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
+
+/// The resources the controllers watch; start-up waits until discovery lists all of them.
+pub const REQUIRED_RESOURCES: [&str; 3] =
+    ["dockerclusters", "dockermachines", "dockermachinetemplates"];
+
+/// How long the reachability check may take.
+pub const REACHABILITY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often discovery is polled while the CRDs are not served.
+pub const CRD_POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Why the manager could not talk to the management cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiServerError {
+    /// The `--kubeconfig` file could not be read.
+    #[error("read kubeconfig {}", path.display())]
+    ReadKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// The `--kubeconfig` file holds no usable context.
+    #[error("load kubeconfig {}", path.display())]
+    LoadKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No kubeconfig and no in-cluster service account.
+    #[error("find Kubernetes credentials (pass --kubeconfig, set KUBECONFIG, or run in a pod)")]
+    Infer(#[source] kube::config::InferConfigError),
+    /// The HTTP client could not be built (TLS material, proxy).
+    #[error("build the Kubernetes client for {url}")]
+    Client {
+        /// The API server URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server did not answer `/version`.
+    #[error("cannot reach the Kubernetes API server at {url}")]
+    Unreachable {
+        /// The API server URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server rejected our credentials (HTTP 401).
+    #[error("the Kubernetes API server at {url} rejected the manager's credentials")]
+    Unauthorized {
+        /// The API server URL.
+        url: String,
+        /// The API server's answer.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server did not answer `/version` in time.
+    #[error("cannot reach the Kubernetes API server at {url}: no answer within {seconds}s")]
+    Timeout {
+        /// The API server URL.
+        url: String,
+        /// The timeout.
+        seconds: u64,
+    },
+}
+
+/// Loads the client configuration: `--kubeconfig` when given, else kube's inference
+/// (`KUBECONFIG`, `~/.kube/config`, then the in-cluster service account).
+pub async fn load_config(kubeconfig: Option<&Path>) -> Result<Config, ApiServerError> {
+    let Some(path) = kubeconfig else {
+        return Config::infer().await.map_err(ApiServerError::Infer);
+    };
+    let file = Kubeconfig::read_from(path).map_err(|source| ApiServerError::ReadKubeconfig {
+        path: path.to_owned(),
+        source,
+    })?;
+    Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+        .await
+        .map_err(|source| ApiServerError::LoadKubeconfig {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+/// Builds the client: our user agent, and client-go's token-bucket limit (`qps`, `burst`).
+pub fn build_client(mut config: Config, qps: f32, burst: u32) -> Result<Client, ApiServerError> {
+    let url = config.cluster_url.to_string();
+    config.headers.push((
+        HeaderName::from_static("user-agent"),
+        HeaderValue::from_static(USER_AGENT),
+    ));
+    let builder =
+        ClientBuilder::try_from(config).map_err(|source| ApiServerError::Client { url, source })?;
+    Ok(builder.with_layer(&RateLimitLayer::new(qps, burst)).build())
+}
+
+/// Asks the API server for its version; the error names the URL.
+pub async fn check_reachable(client: &Client, url: &str) -> Result<String, ApiServerError> {
+    match tokio::time::timeout(REACHABILITY_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(info)) => Ok(info.git_version),
+        Ok(Err(source)) => Err(ApiServerError::Unreachable {
+            url: url.to_owned(),
+            source,
+        }),
+        Err(_) => Err(ApiServerError::Timeout {
+            url: url.to_owned(),
+            seconds: REACHABILITY_TIMEOUT.as_secs(),
+        }),
+    }
+}
+
+/// The required resources discovery does not list (in [`REQUIRED_RESOURCES`] order).
+pub fn missing_resources(served: &APIResourceList) -> Vec<&'static str> {
+    REQUIRED_RESOURCES
+        .into_iter()
+        .filter(|required| !served.resources.iter().any(|r| r.name == *required))
+        .collect()
+}
+
+/// Outcome of [`wait_for_crds`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrdWait {
+    /// Every required resource is served.
+    Served,
+    /// Shutdown was requested first.
+    Cancelled,
+}
+
+/// Polls discovery until `infrastructure.cluster.x-k8s.io/v1beta2` lists every required
+/// resource, logging what it waits for when that changes and every 30 seconds. Failures are
+/// logged and retried, except rejected credentials (`/version` needs none, so they first show
+/// here), which no amount of waiting fixes.
+pub async fn wait_for_crds(
+    client: &Client,
+    url: &str,
+    shutdown: &CancellationToken,
+) -> Result<CrdWait, ApiServerError> {
+    let mut last_report: Option<(String, tokio::time::Instant)> = None;
+    loop {
+        let discovered = client
+            .list_api_group_resources(INFRASTRUCTURE_GROUP_VERSION)
+            .await;
+        let waiting_for = match discovered {
+            Ok(list) => {
+                let missing = missing_resources(&list);
+                if missing.is_empty() {
+                    tracing::info!(
+                        group_version = INFRASTRUCTURE_GROUP_VERSION,
+                        "CRDs are served"
+                    );
+                    return Ok(CrdWait::Served);
+                }
+                format!("resources {} not served yet", missing.join(", "))
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                "API group version not served yet (CRDs not installed)".to_owned()
+            }
+            Err(kube::Error::Api(status)) if status.code == 401 => {
+                return Err(ApiServerError::Unauthorized {
+                    url: url.to_owned(),
+                    source: kube::Error::Api(status),
+                });
+            }
+            Err(error) => format!(
+                "discovery failed: {}",
+                super::telemetry::error_chain(&error)
+            ),
+        };
+        let due = last_report.as_ref().is_none_or(|(said, at)| {
+            *said != waiting_for || at.elapsed() >= Duration::from_secs(30)
+        });
+        if due {
+            tracing::info!(
+                group_version = INFRASTRUCTURE_GROUP_VERSION,
+                required = REQUIRED_RESOURCES.join(",").as_str(),
+                reason = waiting_for.as_str(),
+                "Waiting for CRDs"
+            );
+            last_report = Some((waiting_for, tokio::time::Instant::now()));
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(CrdWait::Cancelled),
+            () = tokio::time::sleep(CRD_POLL_INTERVAL) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
+
+    fn served(names: &[&str]) -> APIResourceList {
+        APIResourceList {
+            group_version: INFRASTRUCTURE_GROUP_VERSION.to_owned(),
+            resources: names
+                .iter()
+                .map(|name| APIResource {
+                    name: (*name).to_owned(),
+                    ..APIResource::default()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn all_three_resources_are_needed() {
+        assert_eq!(missing_resources(&served(&[])), REQUIRED_RESOURCES.to_vec());
+        assert_eq!(
+            missing_resources(&served(&["dockerclusters", "dockermachines/status"])),
+            ["dockermachines", "dockermachinetemplates"]
+        );
+        let all = served(&[
+            "dockerclusters",
+            "dockerclusters/status",
+            "dockermachines",
+            "dockermachinetemplates",
+            "dockerclustertemplates",
+        ]);
+        assert!(missing_resources(&all).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_client_sends_our_user_agent() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = vec![0; 4096];
+            let n = socket.read(&mut request).await.unwrap();
+            let body = r#"{"major":"1","minor":"34","gitVersion":"v1.34.0","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":""}"#;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            socket.write_all(response.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&request[..n]).to_lowercase()
+        });
+        let client = build_client(Config::new(url.parse().unwrap()), 10.0, 10).unwrap();
+        assert_eq!(check_reachable(&client, &url).await.unwrap(), "v1.34.0");
+        let request = server.await.unwrap();
+        assert!(request.starts_with("get /version"), "{request}");
+        assert!(
+            request.contains("user-agent: capd-rs-controller-manager"),
+            "{request}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_named_in_the_error() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        drop(listener);
+        let client = build_client(Config::new(url.parse().unwrap()), 10.0, 10).unwrap();
+        let err = check_reachable(&client, &url).await.unwrap_err();
+        assert!(matches!(err, ApiServerError::Unreachable { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("cannot reach the Kubernetes API server at {url}")
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! The state shared by every controller as `Arc<Context>`.
+//!
+//! The container runtime is not here yet: the Docker backend adds a field of its own type when
+//! the controllers land, so the context never holds a placeholder.
+
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+
+use super::feature_gates::FeatureGates;
+use super::health::Readiness;
+use super::metrics::Metrics;
+
+/// `reportingController` of our Kubernetes Events.
+pub const EVENT_REPORTER: &str = "capd-rs-controller-manager";
+
+/// The label that `--watch-filter` selects on.
+pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+
+/// Worker limits per controller (`--*-concurrency`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Concurrency {
+    /// `--dockermachine-concurrency`.
+    pub docker_machine: u16,
+    /// `--dockercluster-concurrency`.
+    pub docker_cluster: u16,
+    /// `--dockermachinetemplate-concurrency`.
+    pub docker_machine_template: u16,
+}
+
+/// The flags the controllers act on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControllerConfig {
+    /// Only this namespace is watched (`--namespace`); `None` for all.
+    pub namespace: Option<String>,
+    /// Only objects labelled `cluster.x-k8s.io/watch-filter=<value>` are watched
+    /// (`--watch-filter`); `None` for all.
+    pub watch_filter: Option<String>,
+    /// `--feature-gates`.
+    pub feature_gates: FeatureGates,
+    /// `--docker-network`: the network cluster containers join.
+    pub docker_network: String,
+    /// `--sync-period`: every object is reconciled at least this often.
+    pub sync_period: Duration,
+    /// Worker limits.
+    pub concurrency: Concurrency,
+    /// `--clustercache-client-qps`: rate limit of clients to workload clusters.
+    pub workload_client_qps: f32,
+    /// `--clustercache-client-burst`.
+    pub workload_client_burst: u32,
+}
+
+impl ControllerConfig {
+    /// The label selector every watch must use, if `--watch-filter` is set.
+    pub fn label_selector(&self) -> Option<String> {
+        self.watch_filter
+            .as_ref()
+            .map(|value| format!("{WATCH_FILTER_LABEL}={value}"))
+    }
+}
+
+/// Everything a reconcile needs besides the object itself.
+#[derive(Clone)]
+pub struct Context {
+    /// Client of the management cluster (rate-limited, our user agent).
+    pub client: Client,
+    /// Publishes Kubernetes Events (`events.k8s.io/v1`) as `capd-rs-controller-manager`; one
+    /// recorder serves every object (kube 5 takes the object reference per event).
+    pub recorder: Recorder,
+    /// Reconcile metrics.
+    pub metrics: Metrics,
+    /// `/readyz` checks: `require(name)` when a controller is built, `mark_ready(name)` once its
+    /// watches have synced.
+    pub readiness: Readiness,
+    /// Flag values.
+    pub config: ControllerConfig,
+}
+
+impl Context {
+    /// Builds the context; `instance` is the Events' `reportingInstance` (pod name or host name).
+    pub fn new(
+        client: Client,
+        metrics: Metrics,
+        readiness: Readiness,
+        config: ControllerConfig,
+        instance: Option<String>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: EVENT_REPORTER.to_owned(),
+            instance,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            readiness,
+            config,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(watch_filter: Option<&str>) -> ControllerConfig {
+        ControllerConfig {
+            namespace: None,
+            watch_filter: watch_filter.map(str::to_owned),
+            feature_gates: FeatureGates::default(),
+            docker_network: "kind".to_owned(),
+            sync_period: Duration::from_secs(600),
+            concurrency: Concurrency {
+                docker_machine: 100,
+                docker_cluster: 50,
+                docker_machine_template: 50,
+            },
+            workload_client_qps: 20.0,
+            workload_client_burst: 30,
+        }
+    }
+
+    #[test]
+    fn the_watch_filter_becomes_a_label_selector() {
+        assert_eq!(config(None).label_selector(), None);
+        assert_eq!(
+            config(Some("mgmt-a")).label_selector().as_deref(),
+            Some("cluster.x-k8s.io/watch-filter=mgmt-a")
+        );
+    }
+}
