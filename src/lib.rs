@@ -7,8 +7,10 @@
 //!   networks, node containers and the haproxy load balancer.
 //! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
 //! - [`manager`]: process wiring: flags, telemetry, health, metrics, leader election.
+//! - [`webhooks`]: the HTTPS conversion, defaulting and validation webhooks.
 
 pub mod api;
 pub mod bootstrap;
 pub mod docker;
 pub mod manager;
+pub mod webhooks;
