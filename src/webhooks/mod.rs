@@ -150,3 +150,6 @@ impl Reply {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -56,7 +56,9 @@ pub fn repository_problem(value: &str) -> Option<String> {
     }
     let components: Vec<&str> = value.split('/').collect();
     let path = match components.as_slice() {
-        [first, rest @ ..] if !rest.is_empty() && !is_path_component(first) => {
+        [first, rest @ ..]
+            if !rest.is_empty() && !first.is_empty() && !is_path_component(first) =>
+        {
             if let Some(problem) = registry_problem(first) {
                 return Some(problem);
             }
