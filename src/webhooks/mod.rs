@@ -22,7 +22,9 @@ pub mod rules;
 pub mod server;
 
 pub use certs::{CertificateError, ServingCertificate};
-pub use server::{WebhookConfig, WebhookError, WebhookServer, router};
+pub use server::{
+    WebhookConfig, WebhookError, WebhookServer, router, serve_once_certificate_exists,
+};
 
 use serde::Serialize;
 

@@ -132,6 +132,44 @@ impl WebhookServer {
 /// The default interval between certificate checks.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = certs::RELOAD_INTERVAL;
 
+impl WebhookError {
+    /// Whether the start failed only because a certificate file does not exist (yet).
+    pub fn is_missing_certificate(&self) -> bool {
+        matches!(
+            self,
+            WebhookError::Certificate(CertificateError::Read { source, .. })
+                if source.kind() == io::ErrorKind::NotFound
+        )
+    }
+}
+
+/// Waits until the certificate files exist (checking every `config.reload_interval`), then
+/// binds and serves until `stop` is cancelled. For a manager started before its certificate
+/// was written, e.g. outside a cluster; in a pod the mounted Secret is there from the start.
+pub async fn serve_once_certificate_exists(
+    config: WebhookConfig,
+    stop: CancellationToken,
+) -> Result<(), WebhookError> {
+    let mut ticker = tokio::time::interval(config.reload_interval);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            _ = ticker.tick() => {}
+        }
+        match WebhookServer::bind(config.clone()).await {
+            Ok(server) => {
+                tracing::info!(
+                    cert_dir = %config.cert_dir.display(),
+                    "Found the webhook serving certificate; serving webhooks"
+                );
+                return Ok(server.serve(stop).await?);
+            }
+            Err(error) if error.is_missing_certificate() => {}
+            Err(error) => return Err(error),
+        }
+    }
+}
+
 /// Which answer format a route uses for errors found before its review is decoded.
 #[derive(Clone, Copy)]
 enum Protocol {
