@@ -1,1 +1,26 @@
 //! A test-only Kubernetes API server.
+//!
+//! It serves the Kubernetes REST API from memory, close enough to kube-apiserver that the
+//! provider's manager and the e2e suite use it through an ordinary kubeconfig. See README.md for
+//! what it implements, the choices it makes and what it leaves out.
+
+pub mod convert;
+pub mod crd;
+mod discovery;
+pub mod error;
+mod gc;
+mod handlers;
+pub mod kubeconfig;
+pub mod meta;
+mod openapi;
+pub mod patch;
+pub mod resources;
+pub mod schema;
+pub mod selectors;
+pub mod server;
+pub mod ssa;
+pub mod store;
+pub mod tls;
+mod webhook;
+
+pub use server::{Handle, Options, StartError, TestApiServer};

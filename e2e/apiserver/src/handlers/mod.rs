@@ -1,0 +1,341 @@
+//! HTTP routing: discovery paths, resource paths, verbs and query parameters.
+
+mod delete;
+mod prepare;
+mod read;
+mod watch;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::resources::ResourceDef;
+use crate::server::Shared;
+
+pub use delete::{DeleteOptions, Propagation, delete_object};
+pub use prepare::seed;
+
+/// The router serving every path.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new().fallback(dispatch).with_state(shared)
+}
+
+/// A parsed resource request.
+#[derive(Debug, Clone)]
+pub struct Req {
+    /// The resource.
+    pub def: ResourceDef,
+    /// Requested version.
+    pub version: String,
+    /// Namespace from the path.
+    pub namespace: Option<String>,
+    /// Object name from the path.
+    pub name: Option<String>,
+    /// Subresource from the path (`status`).
+    pub subresource: Option<String>,
+    /// Query parameters.
+    pub query: HashMap<String, String>,
+    /// User-Agent header.
+    pub user_agent: String,
+    /// Content-Type header.
+    pub content_type: String,
+    /// Whether the legacy `/watch/` prefix was used.
+    pub watch_prefix: bool,
+}
+
+impl Req {
+    /// A query parameter.
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.query
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// A boolean query parameter (`true`/`1`).
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.param(key), Some("true" | "1"))
+    }
+
+    /// Whether `dryRun=All` was asked; other values are rejected.
+    pub fn dry_run(&self) -> ApiResult<bool> {
+        match self.param("dryRun") {
+            None => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "Invalid dryRun value: {other:?}; only \"All\" is supported"
+            ))),
+        }
+    }
+
+    /// The field manager: the `fieldManager` parameter, else the User-Agent up to its first `/`.
+    pub fn field_manager(&self) -> String {
+        if let Some(m) = self.param("fieldManager") {
+            return m.to_string();
+        }
+        let prefix = self.user_agent.split('/').next().unwrap_or_default();
+        let prefix: String = prefix.chars().take(128).collect();
+        if prefix.is_empty() {
+            "unknown".into()
+        } else {
+            prefix
+        }
+    }
+
+    /// The apiVersion of the request.
+    pub fn api_version(&self) -> String {
+        self.def.api_version(&self.version)
+    }
+
+    /// The namespace, or "" for cluster-scoped resources.
+    pub fn ns(&self) -> String {
+        self.namespace.clone().unwrap_or_default()
+    }
+
+    /// `resource[.group][/subresource]` for counters.
+    fn counter_name(&self) -> String {
+        let mut s = self.def.plural.clone();
+        if !self.def.group.is_empty() {
+            s = format!("{s}.{}", self.def.group);
+        }
+        if let Some(sub) = &self.subresource {
+            s = format!("{s}/{sub}");
+        }
+        s
+    }
+}
+
+fn percent_decode(s: &str, plus_is_space: bool) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or_default();
+                match u8::from_str_radix(hex, 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b'+' if plus_is_space => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+fn parse_query(q: Option<&str>) -> HashMap<String, String> {
+    q.unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k, true), percent_decode(v, true))
+        })
+        .collect()
+}
+
+/// JSON response with kube-apiserver's usual headers.
+pub fn json_response(code: StatusCode, body: &Value) -> Response {
+    let mut resp = (code, body.to_string()).into_response();
+    let headers = resp.headers_mut();
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    headers.insert(
+        "cache-control",
+        HeaderValue::from_static("no-cache, private"),
+    );
+    resp
+}
+
+async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    match route(&shared, request).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_string();
+    let segments: Vec<String> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| percent_decode(s, false))
+        .collect();
+    let seg: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let query = parse_query(parts.uri.query());
+    let accept = header(&parts.headers, "accept");
+    if !accept.is_empty()
+        && !accept.contains("json")
+        && !accept.contains("*/*")
+        && !accept.contains("yaml")
+    {
+        return Err(ApiError::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: application/json, application/yaml (got {accept})"
+            ),
+        ));
+    }
+    if parts.method == Method::GET
+        && let Some(resp) = crate::discovery::serve(shared, &seg, &parts.headers).await
+    {
+        return Ok(resp);
+    }
+    let (group, version, rest) = match seg.as_slice() {
+        ["api", "v1", rest @ ..] if !rest.is_empty() => ("", "v1", rest),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
+        _ => return Err(ApiError::path_not_found()),
+    };
+    let (watch_prefix, rest) = match rest {
+        ["watch", r @ ..] => (true, r),
+        r => (false, r),
+    };
+    let store = shared.store.lock().await;
+    let find = |plural: &str| store.find(group, version, plural).cloned();
+    let (def, namespace, name, sub) = match rest {
+        ["namespaces", ns, plural, tail @ ..]
+            if find(plural).is_some_and(|d| d.namespaced) && tail.len() <= 2 =>
+        {
+            let def = find(plural).ok_or_else(ApiError::path_not_found)?;
+            (
+                def,
+                Some(ns.to_string()),
+                tail.first().map(|s| s.to_string()),
+                tail.get(1).map(|s| s.to_string()),
+            )
+        }
+        [plural, tail @ ..] if tail.len() <= 2 => {
+            let def = find(plural).ok_or_else(ApiError::path_not_found)?;
+            if def.namespaced && !tail.is_empty() {
+                return Err(ApiError::path_not_found());
+            }
+            (
+                def,
+                None,
+                tail.first().map(|s| s.to_string()),
+                tail.get(1).map(|s| s.to_string()),
+            )
+        }
+        _ => return Err(ApiError::path_not_found()),
+    };
+    drop(store);
+    if let Some(s) = &sub
+        && (s != "status" || !def.status_subresource)
+    {
+        return Err(ApiError::path_not_found());
+    }
+    let req = Req {
+        def,
+        version: version.to_string(),
+        namespace,
+        name,
+        subresource: sub,
+        query,
+        user_agent: header(&parts.headers, "user-agent"),
+        content_type: header(&parts.headers, "content-type"),
+        watch_prefix,
+    };
+    let method = parts.method.clone();
+    let verb = match (&method, req.name.is_some()) {
+        (&Method::GET, _) => "",
+        (&Method::POST, false) => "create",
+        (&Method::PUT, true) => "update",
+        (&Method::PATCH, true) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        (m, _) => {
+            let verb = m.as_str().to_lowercase();
+            return Err(ApiError::method_not_supported(req.def.qualified(), &verb));
+        }
+    };
+    if req.def.namespaced && req.namespace.is_none() && !verb.is_empty() {
+        // Only list and watch exist across namespaces.
+        return Err(ApiError::method_not_supported(req.def.qualified(), verb));
+    }
+    if !verb.is_empty() {
+        shared.count(format!("{verb} {}", req.counter_name()));
+    }
+    let content_type = req.content_type.to_ascii_lowercase();
+    if matches!(verb, "create" | "update")
+        && !content_type.is_empty()
+        && !content_type.contains("json")
+        && !content_type.contains("yaml")
+    {
+        return Err(ApiError::unsupported_media_type(&req.content_type));
+    }
+    let body = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("read request body: {e}")))?;
+    let warning = req
+        .def
+        .version(&req.version)
+        .and_then(|v| v.deprecation_warning.clone());
+    let result = match verb {
+        "" if req.name.is_some() => read::get(shared, &req).await,
+        "" if req.watch_prefix || req.flag("watch") => watch::watch(shared, &req).await,
+        "" => read::list(shared, &req).await,
+        "create" => write::create(shared, &req, &body).await,
+        "update" => write::update(shared, &req, &body).await,
+        "patch" => write::patch(shared, &req, &body).await,
+        "delete" => delete::delete(shared, &req, &body).await,
+        _ => delete::delete_collection(shared, &req, &body).await,
+    };
+    let mut resp = match result {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    if let Some(w) = warning
+        && let Ok(v) = HeaderValue::from_str(&format!("299 - {}", Value::String(w)))
+    {
+        resp.headers_mut().append("warning", v);
+    }
+    Ok(resp)
+}
+
+fn header(headers: &axum::http::HeaderMap, name: &str) -> String {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Decodes a JSON request body into an object.
+pub fn decode_object(body: &[u8]) -> ApiResult<Value> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "couldn't get version/kind; json parse error: expected an object",
+        ));
+    }
+    Ok(value)
+}
+
+/// The `Status` of a successful delete.
+pub fn success_status(def: &ResourceDef, name: &str, uid: &Value) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": crate::error::omit_empty(&json!({"name": name, "group": def.group, "kind": def.plural, "uid": uid})),
+    })
+}

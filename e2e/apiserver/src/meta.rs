@@ -1,0 +1,290 @@
+//! Object metadata: server-set fields, name generation and validation of names and labels.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::error::{Cause, cause};
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+static SEED: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+
+fn random_u64() -> u64 {
+    let mut h = SEED.build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    h.finish()
+}
+
+/// A new random UUID (version 4 layout).
+pub fn new_uid() -> String {
+    let a = random_u64();
+    let b = random_u64();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        ((b >> 48) & 0x3fff) | 0x8000,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// Five random characters as `generateName` appends (the alphabet of `utilrand.String`).
+pub fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut n = random_u64();
+    (0..5)
+        .map(|_| {
+            let c = ALPHABET[(n % ALPHABET.len() as u64) as usize] as char;
+            n /= ALPHABET.len() as u64;
+            c
+        })
+        .collect()
+}
+
+/// The current time as Kubernetes serialises `metav1.Time` (RFC 3339, seconds).
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+static DNS1123_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+        .unwrap_or_else(|_| Regex::new("^$").unwrap_or_else(|_| unreachable_regex()))
+});
+static DNS1123_LABEL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap_or_else(|_| unreachable_regex())
+});
+static LABEL_VALUE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+        .unwrap_or_else(|_| unreachable_regex())
+});
+static QUALIFIED_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+        .unwrap_or_else(|_| unreachable_regex())
+});
+
+fn unreachable_regex() -> Regex {
+    // The patterns above are constant and valid; this keeps the code free of panics anyway.
+    Regex::new("").unwrap_or_else(|_| unreachable_regex())
+}
+
+/// Messages of a DNS-1123 subdomain check, as `validation.IsDNS1123Subdomain` words them.
+pub fn dns_subdomain_errors(name: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if name.len() > 253 {
+        errs.push("must be no more than 253 characters".to_string());
+    }
+    if !DNS1123_SUBDOMAIN.is_match(name) {
+        errs.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string());
+    }
+    errs
+}
+
+/// Messages of a DNS-1123 label check, as `validation.IsDNS1123Label` words them.
+pub fn dns_label_errors(name: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if name.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !DNS1123_LABEL.is_match(name) {
+        errs.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string());
+    }
+    errs
+}
+
+fn qualified_name_errors(key: &str) -> Vec<String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let mut errs = Vec::new();
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            errs.push("prefix part must be non-empty".to_string());
+        } else {
+            errs.extend(
+                dns_subdomain_errors(p)
+                    .into_iter()
+                    .map(|e| format!("prefix part {e}")),
+            );
+        }
+    }
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else {
+        if name.len() > 63 {
+            errs.push("name part must be no more than 63 characters".to_string());
+        }
+        if !QUALIFIED_NAME.is_match(name) {
+            errs.push("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string());
+        }
+    }
+    errs
+}
+
+/// Validates `metadata` of an object to be stored: name, labels and annotation keys.
+pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) -> Vec<Cause> {
+    let meta = &object["metadata"];
+    let mut causes = Vec::new();
+    let name = meta["name"].as_str().unwrap_or_default();
+    if name.is_empty() {
+        causes.push(cause(
+            "FieldValueRequired",
+            "metadata.name",
+            "Required value: name or generateName is required",
+        ));
+    } else {
+        let errs = if dns_label_names {
+            dns_label_errors(name)
+        } else {
+            dns_subdomain_errors(name)
+        };
+        for e in errs {
+            causes.push(cause(
+                "FieldValueInvalid",
+                "metadata.name",
+                format!("Invalid value: {name:?}: {e}"),
+            ));
+        }
+    }
+    let namespace = meta["namespace"].as_str().unwrap_or_default();
+    if !namespaced && !namespace.is_empty() {
+        causes.push(cause(
+            "FieldValueForbidden",
+            "metadata.namespace",
+            "Forbidden: not allowed on this type",
+        ));
+    }
+    if let Some(labels) = meta["labels"].as_object() {
+        for (k, v) in labels {
+            for e in qualified_name_errors(k) {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    "metadata.labels",
+                    format!("Invalid value: {k:?}: {e}"),
+                ));
+            }
+            let v = v.as_str().unwrap_or_default();
+            let mut errs = Vec::new();
+            if v.len() > 63 {
+                errs.push("must be no more than 63 characters".to_string());
+            }
+            if !LABEL_VALUE.is_match(v) {
+                errs.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_string());
+            }
+            for e in errs {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    "metadata.labels",
+                    format!("Invalid value: {v:?}: {e}"),
+                ));
+            }
+        }
+    }
+    if let Some(annotations) = meta["annotations"].as_object() {
+        let total: usize = annotations
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map(str::len).unwrap_or_default())
+            .sum();
+        for k in annotations.keys() {
+            for e in qualified_name_errors(&k.to_lowercase()) {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    "metadata.annotations",
+                    format!("Invalid value: {k:?}: {e}"),
+                ));
+            }
+        }
+        if total > 256 * 1024 {
+            causes.push(cause(
+                "FieldValueTooLong",
+                "metadata.annotations",
+                "Too long: must have at most 262144 bytes",
+            ));
+        }
+    }
+    causes
+}
+
+/// Validates metadata changes of an update: immutable fields and finalizers of deleted objects.
+pub fn validate_meta_update(old: &Value, new: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let (om, nm) = (&old["metadata"], &new["metadata"]);
+    for f in ["name", "namespace", "uid"] {
+        if nm[f] != om[f] && !nm[f].is_null() {
+            causes.push(cause(
+                "FieldValueInvalid",
+                format!("metadata.{f}"),
+                format!(
+                    "Invalid value: {}: field is immutable",
+                    crate::schema::show_value(&nm[f])
+                ),
+            ));
+        }
+    }
+    if !om["deletionTimestamp"].is_null() {
+        let old_f: Vec<&Value> = om["finalizers"]
+            .as_array()
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
+        let added: Vec<String> = nm["finalizers"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|f| !old_f.contains(f))
+                    .map(|f| crate::schema::show_value(f).to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !added.is_empty() {
+            causes.push(cause(
+                "FieldValueForbidden",
+                "metadata.finalizers",
+                format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    added.join(", ")
+                ),
+            ));
+        }
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_must_be_dns_subdomains() {
+        let bad = json!({"metadata": {"name": "Bad_Name"}});
+        let causes = validate_meta(&bad, true, false);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "metadata.name");
+        assert!(
+            causes[0]
+                .message
+                .starts_with("Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain")
+        );
+    }
+
+    #[test]
+    fn uids_look_like_uuids_and_differ() {
+        let a = new_uid();
+        assert_eq!(a.len(), 36);
+        assert_ne!(a, new_uid());
+        assert_eq!(name_suffix().len(), 5);
+    }
+}

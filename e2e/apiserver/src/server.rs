@@ -1,0 +1,284 @@
+//! Starting and stopping a server, and the state its handlers share.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+use crate::resources::builtins;
+use crate::store::Store;
+use crate::tls::{ServingCerts, TlsListener};
+
+/// How to start a server.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Serve HTTPS with a freshly generated CA (default) or plain HTTP.
+    pub https: bool,
+    /// Address to bind (default 127.0.0.1).
+    pub bind: IpAddr,
+    /// Port to bind; 0 picks a free one (default).
+    pub port: u16,
+    /// Where to write the kubeconfig; a file in the temp dir (removed on drop) when unset.
+    pub kubeconfig_path: Option<PathBuf>,
+    /// Watch events kept per resource; older resourceVersions answer 410 Expired (default 10000).
+    pub watch_history: usize,
+    /// How often watches that asked for bookmarks get one (default 15s).
+    pub bookmark_interval: Duration,
+    /// How often the garbage collector sweeps even without deletions (default 1s).
+    pub gc_interval: Duration,
+    /// Extra DNS names or IPs for the serving certificate.
+    pub extra_sans: Vec<String>,
+    /// Name of the cluster, context and user in the kubeconfig (default `testapiserver`).
+    pub context_name: String,
+    /// Where in-cluster services are reachable, for conversion webhooks addressed by
+    /// `clientConfig.service`: `"namespace/name"` → `"host:port"`. The webhook's certificate is
+    /// verified for `name.namespace.svc`, as kube-apiserver does.
+    pub service_endpoints: BTreeMap<String, String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            https: true,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            kubeconfig_path: None,
+            watch_history: 10_000,
+            bookmark_interval: Duration::from_secs(15),
+            gc_interval: Duration::from_secs(1),
+            extra_sans: Vec::new(),
+            context_name: "testapiserver".into(),
+            service_endpoints: BTreeMap::new(),
+        }
+    }
+}
+
+/// Failures while starting a server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Certificates could not be made.
+    #[error("generate serving certificates")]
+    Tls(#[from] crate::tls::TlsError),
+    /// The port could not be bound.
+    #[error("bind {addr}")]
+    Bind {
+        /// Address that failed.
+        addr: SocketAddr,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kubeconfig could not be written.
+    #[error("write kubeconfig {path}")]
+    Kubeconfig {
+        /// Path that failed.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// State shared by every handler.
+pub struct Shared {
+    /// Objects, history and served resources.
+    pub store: tokio::sync::Mutex<Store>,
+    /// Options the server started with.
+    pub options: Options,
+    /// Write requests by `verb resource[/subresource]`.
+    pub counts: Mutex<BTreeMap<String, u64>>,
+    /// Wakes the garbage collector.
+    pub gc_wakeup: Notify,
+    /// Becomes true on shutdown; long requests (watches) end.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Shared {
+    /// Counts one write request.
+    pub fn count(&self, key: String) {
+        if let Ok(mut counts) = self.counts.lock() {
+            *counts.entry(key).or_default() += 1;
+        }
+    }
+}
+
+/// Entry point of the library.
+pub struct TestApiServer;
+
+impl TestApiServer {
+    /// Starts a server in the current tokio runtime.
+    pub async fn start(options: Options) -> Result<Handle, StartError> {
+        let addr = SocketAddr::new(options.bind, options.port);
+        let tcp = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind { addr, source })?;
+        let local = tcp
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr, source })?;
+        let host = match local.ip() {
+            IpAddr::V6(ip) => format!("[{ip}]"),
+            IpAddr::V4(ip) => ip.to_string(),
+        };
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let mut store = Store::new(builtins(), options.watch_history);
+        store.service_endpoints = options.service_endpoints.clone();
+        let shared = Arc::new(Shared {
+            store: tokio::sync::Mutex::new(store),
+            options: options.clone(),
+            counts: Mutex::new(BTreeMap::new()),
+            gc_wakeup: Notify::new(),
+            shutdown: shutdown_rx.clone(),
+        });
+        crate::handlers::seed(&shared).await;
+        let app = crate::handlers::router(shared.clone());
+        let mut stop = shutdown_rx.clone();
+        let stopped = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let (url, ca_pem, server): (String, Option<String>, JoinHandle<()>) = if options.https {
+            let certs = ServingCerts::generate(&options.extra_sans)?;
+            let listener = TlsListener::new(tcp, certs.server_config()?)
+                .map_err(|source| StartError::Bind { addr, source })?;
+            let task = tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await;
+            });
+            (
+                format!("https://{host}:{}", local.port()),
+                Some(certs.ca_pem),
+                task,
+            )
+        } else {
+            let task = tokio::spawn(async move {
+                let _ = axum::serve(tcp, app).with_graceful_shutdown(stopped).await;
+            });
+            (format!("http://{host}:{}", local.port()), None, task)
+        };
+        let gc = tokio::spawn(crate::gc::run(shared.clone()));
+        let kubeconfig_yaml =
+            crate::kubeconfig::render(&url, ca_pem.as_deref(), &options.context_name);
+        let (kubeconfig_path, remove_on_drop) = match &options.kubeconfig_path {
+            Some(p) => (p.clone(), false),
+            None => (
+                std::env::temp_dir().join(format!(
+                    "testapiserver-{}-{}.kubeconfig",
+                    local.port(),
+                    crate::meta::name_suffix()
+                )),
+                true,
+            ),
+        };
+        std::fs::write(&kubeconfig_path, &kubeconfig_yaml).map_err(|source| {
+            StartError::Kubeconfig {
+                path: kubeconfig_path.clone(),
+                source,
+            }
+        })?;
+        Ok(Handle {
+            url,
+            ca_pem,
+            kubeconfig_yaml,
+            kubeconfig_path,
+            remove_on_drop,
+            shared,
+            shutdown_tx,
+            tasks: vec![server, gc],
+        })
+    }
+}
+
+/// A running server; dropping it stops the server.
+pub struct Handle {
+    url: String,
+    ca_pem: Option<String>,
+    kubeconfig_yaml: String,
+    kubeconfig_path: PathBuf,
+    remove_on_drop: bool,
+    shared: Arc<Shared>,
+    shutdown_tx: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Handle {
+    /// Base URL (`https://127.0.0.1:PORT`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// PEM of the CA that signed the serving certificate (HTTPS only).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// The kubeconfig text.
+    pub fn kubeconfig_yaml(&self) -> &str {
+        &self.kubeconfig_yaml
+    }
+
+    /// Where the kubeconfig was written.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// Write requests received so far (create, update, patch, delete, deletecollection), keyed
+    /// `"<verb> <resource>[.<group>][/<subresource>]"`, e.g. `"patch dockermachines.infrastructure.cluster.x-k8s.io/status"`.
+    pub fn write_counts(&self) -> BTreeMap<String, u64> {
+        self.shared
+            .counts
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default()
+    }
+
+    /// Total write requests received so far.
+    pub fn write_total(&self) -> u64 {
+        self.write_counts().values().sum()
+    }
+
+    /// Sets the write counters back to zero.
+    pub fn reset_write_counts(&self) {
+        if let Ok(mut c) = self.shared.counts.lock() {
+            c.clear();
+        }
+    }
+
+    /// The current resourceVersion (the store's revision).
+    pub async fn resource_version(&self) -> u64 {
+        self.shared.store.lock().await.rv()
+    }
+
+    /// Stops the server and waits until it has stopped.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown_tx.send(true);
+        for task in std::mem::take(&mut self.tasks) {
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                // The serve loop did not finish in time; dropping the handle aborts nothing else.
+            }
+        }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let _ = self.shutdown_tx.send(true);
+        for task in &self.tasks {
+            task.abort();
+        }
+        if self.remove_on_drop {
+            let _ = std::fs::remove_file(&self.kubeconfig_path);
+        }
+    }
+}
+
+/// Resolves once the server is shutting down.
+pub async fn until_shutdown(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}

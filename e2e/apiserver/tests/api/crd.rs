@@ -1,0 +1,389 @@
+//! CustomResourceDefinitions: discovery, status split, generation, pruning, defaulting,
+//! validation and conversion between versions.
+
+use axum::Json;
+use axum::routing::post;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams, ValidationDirective};
+use kube::discovery::{Discovery, Scope};
+use serde_json::{Value, json};
+use testapiserver::Options;
+use testapiserver::tls::{ServingCerts, TlsListener};
+
+use crate::common::{
+    install_crd, install_widgets, start, start_with, status, widget, widget_crd, widget_resource,
+    widgets,
+};
+
+#[tokio::test]
+async fn crd_reports_established_and_appears_in_discovery() {
+    let (_h, client) = start().await;
+    let crd = install_widgets(&client).await;
+    let st = crd.status.unwrap();
+    let types: Vec<&str> = st
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.type_.as_str())
+        .collect();
+    assert!(types.contains(&"NamesAccepted") && types.contains(&"Established"));
+    assert_eq!(st.accepted_names.as_ref().unwrap().kind, "Widget");
+    assert_eq!(st.stored_versions, Some(vec!["v1".to_string()]));
+    let discovery = Discovery::new(client).run().await.unwrap();
+    let group = discovery.get("example.com").expect("group discovered");
+    assert_eq!(
+        group.preferred_version(),
+        Some("v2"),
+        "GA versions sort newest first"
+    );
+    let (ar, caps) = group
+        .recommended_resources()
+        .into_iter()
+        .find(|(ar, _)| ar.kind == "Widget")
+        .expect("widgets discovered");
+    assert_eq!(ar.plural, "widgets");
+    assert_eq!(caps.scope, Scope::Namespaced);
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(sub, _)| sub.plural == "widgets/status" || sub.plural == "status")
+    );
+}
+
+#[tokio::test]
+async fn status_is_split_and_generation_follows_spec() {
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let api = widgets(&client);
+    let mut w = widget("w", json!({"size": 1}));
+    w.data["status"] = json!({"phase": "Ignored"});
+    let created = api.create(&PostParams::default(), &w).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert!(
+        created.data.get("status").is_none(),
+        "status is dropped on create"
+    );
+
+    let labelled = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        labelled.metadata.generation,
+        Some(1),
+        "metadata changes keep the generation"
+    );
+
+    let with_status = api
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Ready"}, "spec": {"size": 9}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(with_status.data["status"]["phase"], "Ready");
+    assert_eq!(
+        with_status.data["spec"]["size"], 1,
+        "spec is ignored on /status"
+    );
+    assert_eq!(with_status.metadata.generation, Some(1));
+
+    let spec_change = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}, "status": {"phase": "Hacked"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(spec_change.metadata.generation, Some(2));
+    assert_eq!(
+        spec_change.data["status"]["phase"], "Ready",
+        "status is ignored on the main resource"
+    );
+}
+
+#[tokio::test]
+async fn unknown_fields_are_pruned_and_defaults_applied() {
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let api = widgets(&client);
+    let mut w = widget(
+        "p",
+        json!({
+            "size": 2,
+            "bogus": true,
+            "ports": [{"name": "http"}],
+            "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "junk": 1}, "anything": {"goes": 1}},
+            "extra": {"free": {"form": 1}}
+        }),
+    );
+    w.data["topLevelJunk"] = json!(1);
+    let created = api.create(&PostParams::default(), &w).await.unwrap();
+    let spec = &created.data["spec"];
+    assert!(spec.get("bogus").is_none());
+    assert!(created.data.get("topLevelJunk").is_none());
+    assert_eq!(spec["replicas"], 1);
+    assert_eq!(spec["ports"][0]["port"], 80);
+    assert_eq!(spec["template"]["kind"], "Pod");
+    assert_eq!(spec["template"]["anything"]["goes"], 1);
+    assert!(
+        spec["template"]["metadata"].get("junk").is_none(),
+        "embedded metadata is ObjectMeta"
+    );
+    assert_eq!(spec["extra"]["free"]["form"], 1);
+
+    let strict = PatchParams::default().validation(ValidationDirective::Strict);
+    let err = status(
+        api.patch("p", &strict, &Patch::Merge(json!({"spec": {"typo": 1}})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 400);
+    assert_eq!(
+        err.message,
+        "Widget in version \"v1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.typo\""
+    );
+}
+
+#[tokio::test]
+async fn invalid_objects_get_422_with_causes() {
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let api = widgets(&client);
+    let missing = status(
+        api.create(&PostParams::default(), &widget("m", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((missing.code, missing.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        missing.message,
+        "Widget.example.com \"m\" is invalid: spec.size: Required value"
+    );
+    let cause = &missing.details.as_ref().unwrap().causes[0];
+    assert_eq!(
+        (cause.reason.as_str(), cause.field.as_str()),
+        ("FieldValueRequired", "spec.size")
+    );
+
+    let bad = widget(
+        "b",
+        json!({
+            "size": 20,
+            "color": "green",
+            "name": "ABCDEFGHIJ",
+            "tags": ["a", "a"],
+            "ports": [{"name": "x"}, {"name": "x"}],
+            "when": "yesterday",
+            "address": true,
+            "labels": {"a": "1", "b": "2", "c": "3"}
+        }),
+    );
+    let err = status(api.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!(err.code, 422);
+    let causes: Vec<(String, String)> = err
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| (c.field, c.reason))
+        .collect();
+    for expected in [
+        ("spec.size", "FieldValueInvalid"),
+        ("spec.color", "FieldValueNotSupported"),
+        ("spec.name", "FieldValueTooLong"),
+        ("spec.name", "FieldValueInvalid"),
+        ("spec.tags[1]", "FieldValueDuplicate"),
+        ("spec.ports[1]", "FieldValueDuplicate"),
+        ("spec.when", "FieldValueInvalid"),
+        ("spec.address", "FieldValueTypeInvalid"),
+        ("spec.labels", "FieldValueTooMany"),
+    ] {
+        assert!(
+            causes
+                .iter()
+                .any(|(f, r)| f == expected.0 && r == expected.1),
+            "{expected:?} missing from {causes:?}"
+        );
+    }
+    assert!(
+        err.message.contains(
+            "spec.size: Invalid value: 20: spec.size in body should be less than or equal to 10"
+        ),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains(
+            "spec.color: Unsupported value: \"green\": supported values: \"red\", \"blue\""
+        ),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn versions_without_conversion_rewrite_api_version_only() {
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let v1 = widgets(&client);
+    let v2: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v2"));
+    v1.create(&PostParams::default(), &widget("a", json!({"size": 3})))
+        .await
+        .unwrap();
+    let as_v2 = v2.get("a").await.unwrap();
+    assert_eq!(as_v2.types.unwrap().api_version, "example.com/v2");
+    assert_eq!(as_v2.data["spec"]["size"], 3);
+    let mut b: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v2", "kind": "Widget", "metadata": {"name": "b"}, "spec": {"size": 4}
+    }))
+    .unwrap();
+    b = v2.create(&PostParams::default(), &b).await.unwrap();
+    assert_eq!(b.types.unwrap().api_version, "example.com/v2");
+    let back = v1.get("b").await.unwrap();
+    assert_eq!(back.types.unwrap().api_version, "example.com/v1");
+    assert_eq!(back.data["spec"]["size"], 4);
+}
+
+/// Moves `spec.size` (v1) to `spec.dimension` (v2) and back.
+async fn convert(Json(review): Json<Value>) -> Json<Value> {
+    let request = &review["request"];
+    let desired = request["desiredAPIVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let objects: Vec<Value> = request["objects"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut o| {
+            let spec = o["spec"].as_object_mut().cloned().unwrap_or_default();
+            let mut spec = spec;
+            if desired.ends_with("/v2") {
+                if let Some(size) = spec.remove("size") {
+                    spec.insert("dimension".into(), size);
+                }
+            } else if let Some(d) = spec.remove("dimension") {
+                spec.insert("size".into(), d);
+            }
+            o["spec"] = Value::Object(spec);
+            o["apiVersion"] = json!(desired);
+            o
+        })
+        .collect();
+    Json(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "response": {"uid": request["uid"], "convertedObjects": objects, "result": {"status": "Success"}}
+    }))
+}
+
+/// Serves the conversion webhook over HTTPS on a free port; returns the port and the CA bundle.
+async fn start_webhook(
+    names: &[String],
+) -> (u16, String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let certs = ServingCerts::generate(names).unwrap();
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let listener = TlsListener::new(tcp, certs.server_config().unwrap()).unwrap();
+    let app = axum::Router::new().route("/convert", post(convert));
+    let task = tokio::spawn(async move { axum::serve(listener, app).await });
+    use base64::Engine;
+    (
+        port,
+        base64::engine::general_purpose::STANDARD.encode(&certs.ca_pem),
+        task,
+    )
+}
+
+#[tokio::test]
+async fn webhook_conversion_calls_the_crd_webhook() {
+    let (port, ca, webhook) = start_webhook(&[]).await;
+    let (_h, client) = start().await;
+    let conversion = json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"url": format!("https://127.0.0.1:{port}/convert"), "caBundle": ca}
+    }});
+    install_crd(&client, widget_crd(conversion)).await;
+    let v1 = widgets(&client);
+    let v2: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v2"));
+    v1.create(&PostParams::default(), &widget("a", json!({"size": 3})))
+        .await
+        .unwrap();
+    let as_v2 = v2.get("a").await.unwrap();
+    assert_eq!(as_v2.data["spec"]["dimension"], 3);
+    assert!(as_v2.data["spec"].get("size").is_none());
+    let b: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v2", "kind": "Widget", "metadata": {"name": "b"}, "spec": {"dimension": 5}
+    }))
+    .unwrap();
+    v2.create(&PostParams::default(), &b).await.unwrap();
+    assert_eq!(
+        v1.get("b").await.unwrap().data["spec"]["size"],
+        5,
+        "stored in v1 via the webhook"
+    );
+    let listed = v2.list(&Default::default()).await.unwrap();
+    assert!(
+        listed
+            .items
+            .iter()
+            .all(|w| w.data["spec"].get("dimension").is_some())
+    );
+    webhook.abort();
+}
+
+#[tokio::test]
+async fn service_webhooks_are_reached_through_configured_endpoints() {
+    let (port, ca, webhook) = start_webhook(&["conv.webhooks.svc".to_string()]).await;
+    let mut options = Options::default();
+    options
+        .service_endpoints
+        .insert("webhooks/conv".into(), format!("127.0.0.1:{port}"));
+    let (_h, client) = start_with(options).await;
+    let conversion = json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"namespace": "webhooks", "name": "conv", "path": "/convert"}, "caBundle": ca}
+    }});
+    install_crd(&client, widget_crd(conversion)).await;
+    widgets(&client)
+        .create(&PostParams::default(), &widget("a", json!({"size": 7})))
+        .await
+        .unwrap();
+    let v2: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v2"));
+    assert_eq!(v2.get("a").await.unwrap().data["spec"]["dimension"], 7);
+    webhook.abort();
+}
+
+#[tokio::test]
+async fn unreachable_service_webhook_fails_with_internal_error() {
+    let (_h, client) = start().await;
+    let conversion = json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"name": "conv", "namespace": "default", "path": "/convert"}}
+    }});
+    install_crd(&client, widget_crd(conversion)).await;
+    widgets(&client)
+        .create(&PostParams::default(), &widget("a", json!({"size": 3})))
+        .await
+        .unwrap();
+    let v2: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v2"));
+    let err = status(v2.get("a").await.unwrap_err());
+    assert_eq!((err.code, err.reason.as_str()), (500, "InternalError"));
+    assert!(
+        err.message.contains("conversion webhook"),
+        "{}",
+        err.message
+    );
+}

@@ -1,0 +1,14 @@
+//! Integration tests: the `kube` client drives a real server over HTTPS.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod binary;
+mod common;
+mod crd;
+mod crud;
+mod deletion;
+mod events;
+mod list;
+mod misc;
+mod reference_crds;
+mod ssa;
+mod watch;
