@@ -48,11 +48,20 @@ impl Ca {
         self.issuer.der().clone()
     }
 
-    /// A serving certificate for `localhost` and 127.0.0.1, as cert-manager issues for the
-    /// webhook Service names.
+    /// The CA certificate as PEM (what cert-manager injects as `caBundle`).
+    pub fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// A serving certificate for `localhost` and 127.0.0.1.
     pub fn issue(&self) -> Issued {
-        let params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        self.issue_for(&["localhost", "127.0.0.1"])
+    }
+
+    /// A serving certificate for `names` (DNS names or IP addresses).
+    pub fn issue_for(&self, names: &[&str]) -> Issued {
+        let names: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
+        let params = CertificateParams::new(names).unwrap();
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         Issued {
