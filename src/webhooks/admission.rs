@@ -190,7 +190,7 @@ fn decode<K: DeserializeOwned>(
 fn mutate<K: DeserializeOwned + Serialize>(
     request: &AdmissionRequest,
     kind: &'static str,
-    default: fn(&mut K),
+    default: fn(&mut K) -> Vec<String>,
 ) -> Result<AdmissionResponse, AdmissionError> {
     let raw = request
         .object
@@ -199,7 +199,7 @@ fn mutate<K: DeserializeOwned + Serialize>(
     let mut object: K = decode(Some(raw), "object", kind)?;
     let encode = |o: &K| serde_json::to_value(o).map_err(|e| AdmissionError::Encode(kind, e));
     let before = encode(&object)?;
-    default(&mut object);
+    let warnings = default(&mut object);
     let after = encode(&object)?;
     // Diffing the typed forms limits the patch to what defaulting changed; should the sent
     // object differ in shape so that this patch does not apply, diff against it directly.
@@ -208,6 +208,7 @@ fn mutate<K: DeserializeOwned + Serialize>(
         patch = json_patch::diff(raw, &after);
     }
     let mut response = AdmissionResponse::allow(&request.uid);
+    response.warnings = warnings;
     if !patch.is_empty() {
         let bytes = serde_json::to_vec(&patch).map_err(|e| AdmissionError::Encode(kind, e))?;
         response.patch = Some(base64::engine::general_purpose::STANDARD.encode(bytes));

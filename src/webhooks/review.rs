@@ -107,6 +107,9 @@ pub struct AdmissionResponse {
     /// `JSONPatch` when `patch` is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch_type: Option<&'static str>,
+    /// Messages `kubectl` shows the user (`Warning: ...`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl AdmissionResponse {
@@ -118,6 +121,7 @@ impl AdmissionResponse {
             status: None,
             patch: None,
             patch_type: None,
+            warnings: Vec::new(),
         }
     }
 
@@ -129,6 +133,7 @@ impl AdmissionResponse {
             status: Some(status),
             patch: None,
             patch_type: None,
+            warnings: Vec::new(),
         }
     }
 }

@@ -12,25 +12,30 @@ use crate::webhooks::reference::{repository_problem, tag_problem};
 pub const DEFAULT_API_SERVER_PORT: i32 = 6443;
 
 /// Defaults a DockerCluster spec: port 6443, `controlPlane: false` on failure domains that do
-/// not say, failure domains sorted by name.
-pub fn default_docker_cluster_spec(spec: &mut DockerClusterSpec) {
+/// not say, failure domains sorted by name. Returns a warning for the user when the order of the
+/// failure domains changed (`path` is where the spec is).
+pub fn default_docker_cluster_spec(spec: &mut DockerClusterSpec, path: &str) -> Vec<String> {
     if spec.control_plane_endpoint.port == 0 {
         spec.control_plane_endpoint.port = DEFAULT_API_SERVER_PORT;
     }
     for domain in &mut spec.failure_domains {
         domain.control_plane.get_or_insert(false);
     }
+    if spec.failure_domains.is_sorted_by(|a, b| a.name <= b.name) {
+        return Vec::new();
+    }
     spec.failure_domains.sort_by(|a, b| a.name.cmp(&b.name));
+    vec![format!("{path}.failureDomains were sorted by name")]
 }
 
-/// Defaults a DockerCluster.
-pub fn default_docker_cluster(cluster: &mut DockerCluster) {
-    default_docker_cluster_spec(&mut cluster.spec);
+/// Defaults a DockerCluster; returns warnings for the user.
+pub fn default_docker_cluster(cluster: &mut DockerCluster) -> Vec<String> {
+    default_docker_cluster_spec(&mut cluster.spec, "spec")
 }
 
-/// Defaults a DockerClusterTemplate (its `spec.template.spec`).
-pub fn default_docker_cluster_template(template: &mut DockerClusterTemplate) {
-    default_docker_cluster_spec(&mut template.spec.template.spec);
+/// Defaults a DockerClusterTemplate (its `spec.template.spec`); returns warnings for the user.
+pub fn default_docker_cluster_template(template: &mut DockerClusterTemplate) -> Vec<String> {
+    default_docker_cluster_spec(&mut template.spec.template.spec, "spec.template.spec")
 }
 
 /// Validates a DockerCluster being created (`old` is `None`) or updated.
@@ -78,8 +83,8 @@ pub fn validate_docker_cluster_template(
 
     let mut errors = Vec::new();
     let (mut old_spec, mut new_spec) = (old.spec.template.spec.clone(), resource.spec.clone());
-    default_docker_cluster_spec(&mut old_spec);
-    default_docker_cluster_spec(&mut new_spec);
+    default_docker_cluster_spec(&mut old_spec, spec_path);
+    default_docker_cluster_spec(&mut new_spec, spec_path);
     if old_spec != new_spec && !context.skips_immutability(new.metadata.annotations.as_ref()) {
         errors.push(template_spec_immutable(
             "DockerClusterTemplate",

@@ -14,7 +14,8 @@
 //! Deliberate differences:
 //! - Defaulting also *sorts* failure domains by name. CAPD refuses an unsorted list, which makes
 //!   users reorder a list whose order carries no meaning; sorting gives the same stored result
-//!   without the round trip. The sorted-order check stays, for requests that bypass defaulting.
+//!   without the round trip, and the response warns the user (`kubectl` prints it). The
+//!   sorted-order check stays, for requests that bypass defaulting.
 //! - The topology dry-run exception also applies to DockerClusterTemplate: a dry run persists
 //!   nothing, and the topology controller dry-runs cluster templates as well.
 //! - Added checks (CAPD has none): image references (`customImage`, `preLoadImages`, load

@@ -82,6 +82,11 @@ fn defaulting_answers_with_a_patch_that_applies_to_the_sent_object() {
         defaulted["metadata"], cluster["metadata"],
         "defaulting touches the spec only"
     );
+    assert_eq!(
+        response["warnings"],
+        json!(["spec.failureDomains were sorted by name"]),
+        "the user is told that the order changed"
+    );
 }
 
 #[test]
@@ -124,6 +129,7 @@ fn defaulting_an_already_defaulted_object_sends_no_patch() {
     assert_eq!(response["allowed"], true);
     assert!(response.get("patch").is_none(), "{response}");
     assert!(response.get("patchType").is_none(), "{response}");
+    assert!(response.get("warnings").is_none(), "{response}");
 }
 
 #[test]

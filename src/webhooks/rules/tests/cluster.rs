@@ -6,19 +6,30 @@ use crate::webhooks::rules::{
 
 #[test]
 fn defaulting_sets_port_control_plane_and_sorts_failure_domains() {
-    let cases = [
+    const SORTED: &[&str] = &["spec.failureDomains were sorted by name"];
+    let cases: [(&str, DockerCluster, DockerCluster, &[&str]); 4] = [
         (
             "empty spec gets port 6443",
             DockerCluster::test(),
             DockerCluster::test().port(6443),
+            &[],
         ),
         (
             "a given port is kept",
             DockerCluster::test().port(7443),
             DockerCluster::test().port(7443),
+            &[],
         ),
         (
-            "controlPlane defaults to false, set values are kept, names sorted",
+            "controlPlane defaults to false, set values are kept",
+            DockerCluster::test().failure_domains(&[("fd1", Some(true)), ("fd2", None)]),
+            DockerCluster::test()
+                .port(6443)
+                .failure_domains(&[("fd1", Some(true)), ("fd2", Some(false))]),
+            &[],
+        ),
+        (
+            "unsorted failure domains are sorted, with a warning",
             DockerCluster::test().failure_domains(&[
                 ("fd3", None),
                 ("fd1", Some(true)),
@@ -29,15 +40,23 @@ fn defaulting_sets_port_control_plane_and_sorts_failure_domains() {
                 ("fd2", Some(false)),
                 ("fd3", Some(false)),
             ]),
+            SORTED,
         ),
     ];
-    for (case, mut given, expected) in cases {
-        default_docker_cluster(&mut given);
+    for (case, mut given, expected, warnings) in cases {
+        assert_eq!(
+            default_docker_cluster(&mut given),
+            warnings,
+            "case {case:?}"
+        );
         assert_eq!(given, expected, "case {case:?}");
     }
 
     let mut template = DockerClusterTemplate::test().failure_domains(&[("b", None), ("a", None)]);
-    default_docker_cluster_template(&mut template);
+    assert_eq!(
+        default_docker_cluster_template(&mut template),
+        ["spec.template.spec.failureDomains were sorted by name"]
+    );
     assert_eq!(
         template,
         DockerClusterTemplate::test()
