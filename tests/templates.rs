@@ -17,27 +17,6 @@ use templates_support::*;
 
 const CLUSTERCLASS: &str = "clusterclass-quick-start.yaml";
 
-fn demo() -> BTreeMap<String, String> {
-    values(&DEMO)
-}
-
-fn flavors() -> Vec<String> {
-    template_files()
-        .iter()
-        .filter_map(|f| f.strip_prefix("cluster-template")?.strip_suffix(".yaml"))
-        .map(|f| f.trim_start_matches('-').to_string())
-        .collect()
-}
-
-fn assert_clean(what: &str, problems: &[String]) {
-    assert!(
-        problems.is_empty(),
-        "{what}: {} problem(s):\n{}",
-        problems.len(),
-        problems.join("\n")
-    );
-}
-
 #[test]
 fn the_expected_templates_ship() {
     assert_eq!(
@@ -231,35 +210,9 @@ fn templates_use_only_the_documented_variable_syntax() {
     }
 }
 
-/// The README's "Template variables" rows: name → (default, templates column).
-fn readme_template_variables() -> BTreeMap<String, (String, String)> {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("read README.md");
-    let mut rows = BTreeMap::new();
-    let mut inside = false;
-    for line in readme.lines() {
-        if line.starts_with('#') {
-            inside = line.contains("Template variables");
-            continue;
-        }
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        if !inside || cells.len() < 6 {
-            continue;
-        }
-        if let Some(name) = cells[1].strip_prefix('`').and_then(|c| c.strip_suffix('`')) {
-            let default = cells[2].trim_matches('`').to_string();
-            rows.insert(name.to_string(), (default, cells[3].to_string()));
-        }
-    }
-    assert!(
-        !rows.is_empty(),
-        "README.md has no Template variables table"
-    );
-    rows
-}
-
 #[test]
 fn the_readme_documents_every_template_variable() {
-    let documented = readme_template_variables();
+    let documented = readme::template_variables();
     let mut used: BTreeMap<String, (Option<String>, Vec<String>)> = BTreeMap::new();
     for file in template_files() {
         for v in envsubst::variables(&template_text(&file)).unwrap() {
@@ -292,52 +245,9 @@ fn the_readme_documents_every_template_variable() {
     }
 }
 
-/// The variables of the README's quick-start `clusterctl generate cluster` command, and its flavor.
-fn readme_quick_start() -> (String, BTreeMap<String, String>) {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("read README.md");
-    let start = readme
-        .find("clusterctl generate cluster ")
-        .expect("the README's quick start runs clusterctl generate cluster");
-    let command: String = readme[start..]
-        .lines()
-        .map(|l| l.trim().trim_end_matches('\\'))
-        .take_while(|l| !l.starts_with('|'))
-        .collect::<Vec<_>>()
-        .join(" ")
-        .split('|')
-        .next()
-        .unwrap_or("")
-        .to_string();
-    let words: Vec<&str> = command.split_whitespace().skip(3).collect();
-    let mut v = values(&[
-        ("NAMESPACE", "default"),
-        ("CONTROL_PLANE_MACHINE_COUNT", "1"),
-        ("WORKER_MACHINE_COUNT", "0"),
-    ]);
-    v.insert("CLUSTER_NAME".into(), words[0].to_string());
-    let mut flavor = String::new();
-    for pair in words[1..].chunks(2) {
-        let (flag, value) = (pair[0], pair.get(1).copied().unwrap_or(""));
-        let (flag, value) = flag.split_once('=').unwrap_or((flag, value));
-        let name = match flag {
-            "--flavor" => {
-                flavor = value.to_string();
-                continue;
-            }
-            "--kubernetes-version" => "KUBERNETES_VERSION",
-            "--control-plane-machine-count" => "CONTROL_PLANE_MACHINE_COUNT",
-            "--worker-machine-count" => "WORKER_MACHINE_COUNT",
-            "--target-namespace" | "-n" => "NAMESPACE",
-            other => panic!("the README's quick start uses {other}, which this test does not know"),
-        };
-        v.insert(name.into(), value.to_string());
-    }
-    (flavor, v)
-}
-
 #[test]
 fn the_readme_quick_start_generates_a_valid_cluster() {
-    let (flavor, v) = readme_quick_start();
+    let (flavor, v) = readme::quick_start();
     assert!(
         flavors().contains(&flavor),
         "the README uses unknown flavor {flavor:?}"
@@ -360,156 +270,6 @@ fn the_readme_quick_start_generates_a_valid_cluster() {
         problems.extend(problems_of("README quick start", &objects).0);
     }
     assert_clean("the README's quick start", &problems);
-}
-
-#[test]
-fn the_development_variables_satisfy_the_quick_start_class() {
-    let objects = generate("development", &demo());
-    let class = find(&objects, "ClusterClass", "quick-start");
-    let cluster = find(&objects, "Cluster", "demo");
-    let set = cluster["spec"]["topology"]["variables"].as_array().unwrap();
-    assert_eq!(
-        set.len(),
-        4,
-        "imageRepository, etcdImageTag, coreDNSImageTag, podSecurityStandard"
-    );
-    let problems = refs::variable_problems(class, set);
-    assert!(problems.is_empty(), "{problems:?}");
-
-    // Each definition's default and example are valid values of its own schema.
-    for def in class["spec"]["variables"].as_array().unwrap() {
-        let schema = &def["schema"]["openAPIV3Schema"];
-        for key in ["default", "example"] {
-            if let Some(value) = schema.get(key) {
-                let found = schema::validate_value(value, schema, key);
-                assert!(found.is_empty(), "{}: {found:?}", str_at(def, "/name"));
-            }
-        }
-        for (property, sub) in schema["properties"].as_object().into_iter().flatten() {
-            if let Some(value) = sub.get("default") {
-                let found = schema::validate_value(value, sub, property);
-                assert!(
-                    found.is_empty(),
-                    "{}.{property}: {found:?}",
-                    str_at(def, "/name")
-                );
-            }
-        }
-    }
-
-    // The same check rejects what Cluster API would reject.
-    let mut wrong = set.clone();
-    wrong[3]["value"]["enforce"] = json!("strict");
-    wrong[0]["value"] = json!(5);
-    wrong.push(json!({"name": "lbImageRepository", "value": "kindest"}));
-    let found: Vec<String> = refs::variable_problems(class, &wrong)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    assert_eq!(found.len(), 3, "{found:#?}");
-    assert!(found[0].starts_with("spec.topology.variables[0].value: must be of type string"));
-    assert!(found[1].starts_with("spec.topology.variables[3].value.enforce: unsupported value"));
-    assert!(found[2].contains("\"lbImageRepository\" is not defined"));
-    let mut missing = class.clone();
-    missing["spec"]["variables"][0]["schema"]["openAPIV3Schema"]
-        .as_object_mut()
-        .unwrap()
-        .remove("default");
-    let found = refs::variable_problems(&missing, &set[1..]);
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(
-        found[0]
-            .message
-            .contains("required variable \"imageRepository\" is not set")
-    );
-}
-
-#[test]
-fn quick_start_patches_select_its_templates_and_write_existing_fields() {
-    let class_objects = render(CLUSTERCLASS, &demo());
-    let class = find(&class_objects, "ClusterClass", "quick-start");
-    let patches: Vec<&str> = class["spec"]["patches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| str_at(p, "/name"))
-        .collect();
-    assert_eq!(
-        patches,
-        [
-            "imageRepository",
-            "etcdImageTag",
-            "coreDNSImageTag",
-            "customImage",
-            "podSecurityStandard"
-        ]
-    );
-    assert_clean("ClusterClass references", &refs::check(&class_objects));
-    if skip_capi("quick_start_patches_select_its_templates_and_write_existing_fields") {
-        return;
-    }
-    assert_clean("patch paths", &refs::patch_path_problems(class, crds()));
-
-    let mut broken = class.clone();
-    let custom_image = &mut broken["spec"]["patches"][3]["definitions"][0];
-    custom_image["jsonPatches"][0]["path"] = json!("/spec/template/spec/customImag");
-    custom_image["selector"]["apiVersion"] = json!("infrastructure.cluster.x-k8s.io/v1beta1");
-    broken["spec"]["patches"][0]["enabledIf"] = json!("{{ ne .imageRepo \"\" }}");
-    let pss = &mut broken["spec"]["patches"][4]["definitions"][0]["jsonPatches"][1];
-    pss["value"][0]["readOnly"] = json!("yes");
-    let mut objects = class_objects.clone();
-    objects[0] = broken.clone();
-    let found = refs::check(&objects);
-    assert_eq!(found.len(), 2, "{found:#?}");
-    assert!(found[0].contains("enabledIf reads undefined variable \"imageRepo\""));
-    assert!(found[1].contains("selects no template of the class"));
-    let found = refs::patch_path_problems(&broken, crds());
-    assert_eq!(found.len(), 2, "{found:#?}");
-    assert!(found[0].contains("no \"customImag\""), "{found:?}");
-    assert!(
-        found[1].contains("extraVolumes[0].readOnly: must be of type boolean"),
-        "{found:?}"
-    );
-}
-
-#[test]
-fn broken_references_are_reported() {
-    let plain = render("cluster-template.yaml", &demo());
-    let mut objects = plain.clone();
-    objects[0]["spec"]["infrastructureRef"]["name"] = json!("other");
-    objects[2]["spec"]["machineTemplate"]["spec"]["infrastructureRef"]["apiGroup"] =
-        json!("infrastructure.example.com");
-    objects[4]["spec"]["clusterName"] = json!("someone-else");
-    let found = refs::check(&objects);
-    assert_eq!(found.len(), 3, "{found:#?}");
-    assert!(found[0].starts_with("Cluster demo") && found[0].contains("DockerCluster \"other\""));
-    assert!(
-        found[1].starts_with("KubeadmControlPlane")
-            && found[1].contains("infrastructure.example.com")
-    );
-    assert!(found[2].starts_with("MachineDeployment") && found[2].contains("someone-else"));
-
-    let dev = generate("development", &demo());
-    let mut objects = dev.clone();
-    let cluster = objects.iter_mut().find(|o| o["kind"] == "Cluster").unwrap();
-    cluster["spec"]["topology"]["workers"]["machineDeployments"][0]["class"] = json!("big-worker");
-    let class = objects
-        .iter_mut()
-        .find(|o| o["kind"] == "ClusterClass")
-        .unwrap();
-    class["spec"]["controlPlane"]["templateRef"]["name"] = json!("quick-start-cp");
-    let found = refs::check(&objects);
-    assert_eq!(found.len(), 2, "{found:#?}");
-    assert!(found[0].contains("uses class \"big-worker\""));
-    assert!(found[1].contains("KubeadmControlPlaneTemplate \"quick-start-cp\""));
-
-    let mut objects = dev;
-    objects.retain(|o| o["kind"] != "ClusterClass");
-    let found = refs::check(&objects);
-    assert!(
-        found.len() == 1 && found[0].contains("no ClusterClass \"quick-start\""),
-        "{found:?}"
-    );
 }
 
 /// Problems of one rendered object after a text edit of the rendered template.

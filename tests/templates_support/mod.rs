@@ -2,7 +2,12 @@
 //! validated against, and the cross-reference checks.
 
 pub mod cel;
+#[cfg(test)]
+mod class_tests;
 pub mod envsubst;
+pub mod gotemplate;
+pub mod patches;
+pub mod readme;
 pub mod refs;
 pub mod schema;
 #[cfg(test)]
@@ -277,4 +282,28 @@ pub fn generate(flavor: &str, values: &BTreeMap<String, String>) -> Vec<Value> {
         o["metadata"]["namespace"] = Value::String(namespace.clone());
     }
     objects
+}
+
+/// The variables of [`DEMO`].
+pub fn demo() -> BTreeMap<String, String> {
+    values(&DEMO)
+}
+
+/// The flavors of the shipped `cluster-template*.yaml` files (`""` for the default one).
+pub fn flavors() -> Vec<String> {
+    template_files()
+        .iter()
+        .filter_map(|f| f.strip_prefix("cluster-template")?.strip_suffix(".yaml"))
+        .map(|f| f.trim_start_matches('-').to_string())
+        .collect()
+}
+
+/// Fails with every problem listed.
+pub fn assert_clean(what: &str, problems: &[String]) {
+    assert!(
+        problems.is_empty(),
+        "{what}: {} problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
