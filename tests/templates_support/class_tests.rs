@@ -307,3 +307,68 @@ fn a_patch_that_cannot_apply_is_reported() {
         "{err}"
     );
 }
+
+/// Nested schemas of a variable (`properties`, `items`, `additionalProperties`), with their paths.
+fn nested_schemas<'a>(schema: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>) {
+    for (name, sub) in schema["properties"].as_object().into_iter().flatten() {
+        out.push((format!("{path}.properties.{name}"), sub));
+        nested_schemas(sub, &format!("{path}.properties.{name}"), out);
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = schema.get(key).filter(|s| s.is_object()) {
+            out.push((format!("{path}.{key}"), sub));
+            nested_schemas(sub, &format!("{path}.{key}"), out);
+        }
+    }
+}
+
+/// Problems of the nested variable schemas against the shape the CRD gives the top-level one (the
+/// CRD cannot recurse, so it keeps nested schemas as unknown fields).
+fn nested_schema_problems(class: &Value) -> Vec<String> {
+    let crd = crds()
+        .schema("cluster.x-k8s.io/v1beta2", "ClusterClass")
+        .unwrap();
+    let meta = refs::schema_at(crd, "/spec/variables/0/schema/openAPIV3Schema").unwrap();
+    let mut problems = Vec::new();
+    for (i, def) in class["spec"]["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        let mut nested = Vec::new();
+        let root = format!("spec.variables[{i}].schema.openAPIV3Schema");
+        nested_schemas(&def["schema"]["openAPIV3Schema"], &root, &mut nested);
+        for (path, sub) in nested {
+            problems.extend(
+                schema::validate_value(sub, meta, &path)
+                    .iter()
+                    .map(ToString::to_string),
+            );
+        }
+    }
+    problems
+}
+
+#[test]
+fn nested_variable_schemas_use_only_known_keywords() {
+    if skip_capi("nested_variable_schemas_use_only_known_keywords") {
+        return;
+    }
+    let objects = render(CLUSTERCLASS, &demo());
+    let class = find(&objects, "ClusterClass", "quick-start");
+    assert_clean("nested variable schemas", &nested_schema_problems(class));
+    let mut typo = class.clone();
+    let enforce =
+        &mut typo["spec"]["variables"][3]["schema"]["openAPIV3Schema"]["properties"]["enforce"];
+    let values = enforce.as_object_mut().unwrap().remove("enum").unwrap();
+    enforce["enmu"] = values;
+    let found = nested_schema_problems(&typo);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with(
+            "spec.variables[3].schema.openAPIV3Schema.properties.enforce.enmu: unknown field"
+        ),
+        "{found:?}"
+    );
+}
