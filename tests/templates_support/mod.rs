@@ -268,6 +268,7 @@ pub fn generate(flavor: &str, values: &BTreeMap<String, String>) -> Vec<Value> {
         .map(|o| str_at(o, "/spec/topology/classRef/name").to_string())
         .filter(|name| !name.is_empty())
         .collect();
+    classes.sort();
     classes.dedup();
     for class in classes {
         let defined = objects
