@@ -52,6 +52,7 @@ const DELIBERATE: &[(&str, &str, &str)] = &[
     // The API server fills `spec: {}` when it is left out, so every stored object decodes.
     ("DockerCluster", ".spec", "default"),
     ("DockerMachine", ".spec", "default"),
+    ("DockerMachinePool", ".spec", "default"),
 ];
 
 /// Flattens a schema into `path -> compared keywords`, with `required` sorted.

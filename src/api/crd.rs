@@ -235,6 +235,42 @@ pub fn docker_machine_template() -> Result<CustomResourceDefinition, CrdError> {
     ])
 }
 
+const DOCKER_MACHINE_POOL_DOC: &str = "DockerMachinePool is the infrastructure of one Cluster API MachinePool on Docker: \
+     a group of identical node containers.";
+const DOCKER_MACHINE_POOL_TEMPLATE_DOC: &str = "DockerMachinePoolTemplate describes DockerMachinePools to create, for ClusterClass-based clusters.";
+
+/// The DockerMachinePool CRD.
+pub fn docker_machine_pool() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DockerMachinePool,
+            v1beta2::DockerMachinePoolSpec,
+            v1beta2::DockerMachinePoolStatus,
+        >(DOCKER_MACHINE_POOL_DOC)
+        .defaulted_spec(),
+        VersionSpec::with_status::<
+            v1beta1::DockerMachinePool,
+            v1beta1::DockerMachinePoolSpec,
+            v1beta1::DockerMachinePoolStatus,
+        >(DOCKER_MACHINE_POOL_DOC)
+        .defaulted_spec(),
+    ])
+}
+
+/// The DockerMachinePoolTemplate CRD.
+pub fn docker_machine_pool_template() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::spec_only::<
+            v1beta2::DockerMachinePoolTemplate,
+            v1beta2::DockerMachinePoolTemplateSpec,
+        >(DOCKER_MACHINE_POOL_TEMPLATE_DOC),
+        VersionSpec::spec_only::<
+            v1beta1::DockerMachinePoolTemplate,
+            v1beta1::DockerMachinePoolTemplateSpec,
+        >(DOCKER_MACHINE_POOL_TEMPLATE_DOC),
+    ])
+}
+
 /// Every CRD this provider installs, in a stable order.
 pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     Ok(vec![
@@ -242,6 +278,8 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         docker_cluster_template()?,
         docker_machine()?,
         docker_machine_template()?,
+        docker_machine_pool()?,
+        docker_machine_pool_template()?,
     ])
 }
 

@@ -2,16 +2,24 @@
 //! `v1beta2` (the storage and hub version), their CRDs, conversions between the versions,
 //! the condition vocabulary, and read-only views of the Cluster API core objects we read.
 //!
-//! - [`v1beta2`]: the hub version; controllers work with these types.
+//! - [`v1beta2`]: the hub version; controllers work with these types (`DockerCluster`,
+//!   `DockerMachine`, their templates, `DockerMachinePool`, and the shared sub-types).
 //! - [`v1beta1`]: the deprecated version, served for compatibility and converted to the hub.
+//! - [`conversion`]: pure v1beta1 <-> v1beta2 functions and [`conversion::convert_object`], the
+//!   entry point of the conversion webhook.
 //! - [`conditions`]: `Condition` (metav1 shape), the legacy v1beta1 condition, type and reason
 //!   constants, and [`conditions::set_condition`].
+//! - [`capi`]: read-only views of Cluster API `Cluster` and `Machine`.
 //! - [`crd`]: builds the merged `CustomResourceDefinition` of every kind (used by `crdgen`).
+//!   Use [`crd::all`], not `CustomResourceExt::crd()`: the derive is told not to generate
+//!   schemas, because [`schema`] produces CAPD-identical ones.
+//! - [`duration`]: Go duration strings (`spec.bootstrapTimeout`).
 
 pub mod capi;
 pub mod conditions;
 pub mod conversion;
 pub mod crd;
+pub mod duration;
 pub mod schema;
 pub mod v1beta1;
 pub mod v1beta2;

@@ -40,13 +40,14 @@ fn main() -> ExitCode {
         }
     };
     if check {
-        let stale: Vec<String> = files
+        let mut stale: Vec<String> = files
             .iter()
             .filter(|(name, yaml)| {
                 std::fs::read_to_string(out.join(name)).ok().as_ref() != Some(yaml)
             })
             .map(|(name, _)| out.join(name).display().to_string())
             .collect();
+        stale.extend(leftovers(&out, &files));
         if stale.is_empty() {
             println!(
                 "crdgen: {} CRDs in {} are up to date",
@@ -74,6 +75,27 @@ fn main() -> ExitCode {
         println!("crdgen: wrote {}", path.display());
     }
     ExitCode::SUCCESS
+}
+
+/// Files in `dir` that look like our CRDs but are no longer generated.
+fn leftovers(dir: &Path, files: &[(String, String)]) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut extra: Vec<String> = entries
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(capd::api::GROUP) && name.ends_with(".yaml"))
+        .filter(|name| !files.iter().any(|(generated, _)| generated == name))
+        .map(|name| {
+            format!(
+                "{} (no longer generated: delete it)",
+                dir.join(name).display()
+            )
+        })
+        .collect();
+    extra.sort();
+    extra
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

@@ -86,7 +86,8 @@ pub struct Condition {
 }
 
 impl Condition {
-    /// A condition observed now, without `observedGeneration`.
+    /// A condition observed now (whole seconds, as the API stores it), without
+    /// `observedGeneration`.
     pub fn new(
         type_: impl Into<String>,
         status: ConditionStatus,
@@ -97,7 +98,7 @@ impl Condition {
             type_: type_.into(),
             status,
             observed_generation: None,
-            last_transition_time: Time(jiff::Timestamp::now()),
+            last_transition_time: Time(now_in_seconds()),
             reason: reason.into(),
             message: message.into(),
         }
@@ -121,6 +122,13 @@ impl Condition {
     pub fn is_true(&self) -> bool {
         self.status == ConditionStatus::True
     }
+}
+
+/// The current time truncated to whole seconds, so a condition built in memory equals the same
+/// condition read back from the API server.
+fn now_in_seconds() -> jiff::Timestamp {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
 }
 
 /// Finds the condition of the given type.

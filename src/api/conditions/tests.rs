@@ -198,3 +198,12 @@ fn matches_reason_pattern(s: &str) -> bool {
         .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
     first_ok && rest_ok && last_ok
 }
+
+#[test]
+fn new_conditions_carry_whole_seconds_like_the_api_server() {
+    let c = Condition::new(READY_CONDITION, ConditionStatus::True, READY_REASON, "");
+    assert_eq!(c.last_transition_time.0.subsec_nanosecond(), 0);
+    let json = serde_json::to_value(&c).unwrap();
+    let back: Condition = serde_json::from_value(json).unwrap();
+    assert_eq!(back, c);
+}

@@ -6,17 +6,20 @@
 //! the down-converted object gets the annotation [`CONVERSION_DATA_ANNOTATION`] with the hub
 //! object (without metadata) as JSON, and up-conversion restores from it and drops it. A value
 //! is restored only while the v1beta1 object still says the same thing, so edits made through
-//! v1beta1 win. DockerCluster and DockerMachine always carry the annotation (as CAPD does);
-//! templates only when something would otherwise be lost.
+//! v1beta1 win. DockerCluster, DockerMachine and DockerMachinePool always carry the annotation
+//! (as CAPD does for its non-template kinds); templates only when something would otherwise be
+//! lost.
 
 mod cluster;
 mod machine;
+mod pool;
 
 #[cfg(test)]
 mod tests;
 
 pub use cluster::*;
 pub use machine::*;
+pub use pool::*;
 
 use kube::Resource;
 use kube::core::ObjectMeta;
@@ -144,15 +147,34 @@ pub fn convert_object(obj: Value, desired_api_version: &str) -> Result<Value, Co
             docker_machine_template_to_hub,
             docker_machine_template_from_hub,
         ),
+        "DockerMachinePool" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            docker_machine_pool_to_hub,
+            docker_machine_pool_from_hub,
+        ),
+        "DockerMachinePoolTemplate" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            docker_machine_pool_template_to_hub,
+            docker_machine_pool_template_from_hub,
+        ),
         _ => Err(ConversionError::UnknownKind { kind }),
     }
 }
 
 fn known_kind(kind: &str) -> Result<(), ConversionError> {
     match kind {
-        "DockerCluster" | "DockerClusterTemplate" | "DockerMachine" | "DockerMachineTemplate" => {
-            Ok(())
-        }
+        "DockerCluster"
+        | "DockerClusterTemplate"
+        | "DockerMachine"
+        | "DockerMachineTemplate"
+        | "DockerMachinePool"
+        | "DockerMachinePoolTemplate" => Ok(()),
         _ => Err(ConversionError::UnknownKind {
             kind: kind.to_string(),
         }),

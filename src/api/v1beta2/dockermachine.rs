@@ -88,6 +88,29 @@ pub struct DockerMachineSpec {
     pub bootstrap_timeout: Option<String>,
 }
 
+/// Prefix of every DockerMachine provider ID; the container name follows.
+pub const PROVIDER_ID_PREFIX: &str = "docker:////";
+
+/// Bootstrap timeout when `spec.bootstrapTimeout` is not set.
+pub const DEFAULT_BOOTSTRAP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+
+impl DockerMachineSpec {
+    /// `spec.bootstrapTimeout` as a duration, or [`DEFAULT_BOOTSTRAP_TIMEOUT`] when unset.
+    pub fn bootstrap_timeout_duration(
+        &self,
+    ) -> Result<std::time::Duration, crate::api::duration::DurationError> {
+        match self.bootstrap_timeout.as_deref() {
+            None => Ok(DEFAULT_BOOTSTRAP_TIMEOUT),
+            Some(text) => crate::api::duration::parse_go_duration(text),
+        }
+    }
+}
+
+/// The provider ID of the node running in the container `container_name`.
+pub fn provider_id(container_name: &str) -> String {
+    format!("{PROVIDER_ID_PREFIX}{container_name}")
+}
+
 /// Observed state of a DockerMachine.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

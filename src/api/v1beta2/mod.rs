@@ -3,10 +3,15 @@
 mod common;
 mod dockercluster;
 mod dockermachine;
+mod dockermachinepool;
 
 pub use common::*;
 pub use dockercluster::*;
 pub use dockermachine::*;
+pub use dockermachinepool::*;
 
 /// The version string of this module's kinds.
 pub const VERSION: &str = "v1beta2";
+
+#[cfg(test)]
+mod tests;
