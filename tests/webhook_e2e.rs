@@ -80,6 +80,8 @@ async fn cluster() -> Cluster {
         "dockerclustertemplates",
         "dockermachines",
         "dockermachinetemplates",
+        "dockermachinepools",
+        "dockermachinepooltemplates",
     ] {
         let path = format!(
             "{}/config/crd/bases/{GROUP}_{plural}.yaml",
@@ -214,6 +216,15 @@ async fn every_kind_round_trips_through_a_v1beta1_writer() {
         (
             "DockerMachineTemplate",
             json!({"template": {"spec": {"customImage": "kindest/node:v1.31.0"}}}),
+        ),
+        (
+            "DockerMachinePool",
+            json!({"template": {"customImage": "kindest/node:v1.31.0", "preLoadImages": ["nginx"]},
+                   "providerIDList": ["docker:////c1-p1-a"]}),
+        ),
+        (
+            "DockerMachinePoolTemplate",
+            json!({"template": {"spec": {"template": {"extraMounts": [{"containerPath": "/a", "hostPath": "/b"}]}}}}),
         ),
     ];
     for (kind, spec) in objects {

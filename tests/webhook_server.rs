@@ -55,6 +55,16 @@ fn objects() -> Vec<Value> {
             "mt1",
             json!({"template": {"spec": {"extraMounts": [{"containerPath": "/a", "hostPath": "/b"}]}}}),
         ),
+        object(
+            "DockerMachinePool",
+            "p1",
+            json!({"template": {"customImage": "kindest/node:v1.31.0"}, "providerIDList": ["docker:////c1-p1-a"]}),
+        ),
+        object(
+            "DockerMachinePoolTemplate",
+            "pt1",
+            json!({"template": {"spec": {"template": {"preLoadImages": ["nginx"]}}}}),
+        ),
     ]
 }
 
@@ -121,7 +131,7 @@ async fn conversion_round_trips_every_kind_over_https() {
         .iter()
         .map(|o| o["apiVersion"].as_str().unwrap())
         .collect();
-    assert_eq!(versions, [V1BETA1; 4]);
+    assert_eq!(versions, [V1BETA1; 6]);
     assert_eq!(
         spokes[0]["spec"]["failureDomains"],
         json!({"fd1": {"controlPlane": true}})

@@ -78,7 +78,27 @@ fn hub_objects() -> Vec<Value> {
         json!({"template": {"spec": {"customImage": "kindest/node:v1.31.0"}}}),
     );
     machine_template["status"] = json!({"capacity": {"cpu": "8", "memory": "16Gi"}});
-    vec![cluster, cluster_template, machine, machine_template]
+    let pool = v1beta2(
+        "DockerMachinePool",
+        "p1",
+        json!({
+            "template": {"customImage": "kindest/node:v1.31.0", "preLoadImages": ["nginx"]},
+            "providerIDList": ["docker:////c1-p1-a"],
+        }),
+    );
+    let pool_template = v1beta2(
+        "DockerMachinePoolTemplate",
+        "pt1",
+        json!({"template": {"spec": {"template": {"customImage": "kindest/node:v1.31.0"}}}}),
+    );
+    vec![
+        cluster,
+        cluster_template,
+        machine,
+        machine_template,
+        pool,
+        pool_template,
+    ]
 }
 
 #[test]
@@ -144,7 +164,7 @@ fn objects_already_in_the_desired_version_pass_unchanged() {
 #[test]
 fn one_bad_object_fails_the_review_and_is_named() {
     let mut objects = hub_objects();
-    objects[2]["kind"] = json!("DockerMachinePool");
+    objects[2]["kind"] = json!("DevMachine");
     let (status, body) = decode(review(&conversion_review(V1BETA1, &objects)));
     assert_eq!(status, 200);
     let response = &body["response"];
@@ -152,9 +172,9 @@ fn one_bad_object_fails_the_review_and_is_named() {
     assert_eq!(response["result"]["status"], "Failure");
     assert_eq!(
         response["result"]["message"],
-        "failed to convert object 2 (DockerMachinePool ns/m1) to \
-         infrastructure.cluster.x-k8s.io/v1beta1: cannot convert kind DockerMachinePool: not \
-         served by this provider"
+        "failed to convert object 2 (DevMachine ns/m1) to \
+         infrastructure.cluster.x-k8s.io/v1beta1: cannot convert kind DevMachine: not served by \
+         this provider"
     );
     assert_eq!(response["convertedObjects"], json!([]));
 }
