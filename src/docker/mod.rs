@@ -1,1 +1,31 @@
 //! The container runtime seam: networks, node containers, the load balancer.
+//!
+//! - [`ContainerRuntime`]: the narrow async trait every Docker call goes through
+//!   (object safe, held as `Arc<dyn ContainerRuntime>`).
+//! - [`DockerEngine`]: the implementation on a real Docker engine (the only user of bollard).
+//! - [`FakeRuntime`]: an in-memory implementation that records calls, for unit tests.
+//! - [`types`]: the domain types exchanged with the runtime.
+//! - [`network`]: the provider's network, found or created the way kind creates it.
+//! - [`node`]: node containers: names, labels, run options (pure), addresses, operations.
+//! - [`kind`]: which `kindest/node` image runs a Kubernetes version, and in which mode.
+//! - [`loadbalancer`]: the haproxy load balancer: container, configuration, safe reloads.
+//!
+//! Only [`engine`] imports bollard. Every error enum has a `category()` for metrics and Events.
+
+pub mod engine;
+pub mod fake;
+pub mod kind;
+pub mod loadbalancer;
+pub mod network;
+pub mod node;
+pub mod runtime;
+pub mod types;
+
+pub use engine::DockerEngine;
+pub use fake::FakeRuntime;
+pub use runtime::{ContainerRuntime, RuntimeError, ensure_image};
+pub use types::{
+    BindMount, ContainerInfo, ContainerSpec, ContainerSummary, DeviceMapping, EndpointAddresses,
+    ExecOutput, ExecRequest, ExecStdin, HostInfo, Labels, NetworkInfo, NetworkSpec, PortPublish,
+    PublishedPort, RestartPolicy,
+};

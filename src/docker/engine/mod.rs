@@ -1,0 +1,331 @@
+//! [`DockerEngine`]: the [`ContainerRuntime`] backed by a Docker engine through bollard.
+//!
+//! This is the only module of the crate that imports bollard.
+
+mod convert;
+mod exec;
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::Docker;
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, KillContainerOptionsBuilder,
+    ListContainersOptionsBuilder, ListNetworksOptionsBuilder, LogsOptionsBuilder,
+    RemoveContainerOptionsBuilder,
+};
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use self::convert::map_err;
+use super::runtime::{ContainerRuntime, RuntimeError};
+use super::types::{
+    ContainerInfo, ContainerSpec, ContainerSummary, ExecOutput, ExecRequest, HostInfo, Labels,
+    NetworkInfo, NetworkSpec,
+};
+
+/// The engine address used when `DOCKER_HOST` is not set.
+pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
+
+/// Time limit for one request to the engine (not for streams such as exec output).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A Docker engine reached over its API, with the API version negotiated down to what the engine
+/// speaks (engines older than bollard's default, such as 20.10 / API 1.41, work).
+///
+/// Containers and execs run privileged when asked, as CAPD's do, unless
+/// [`DockerEngine::without_privileges`] was called.
+#[derive(Debug, Clone)]
+pub struct DockerEngine {
+    docker: Docker,
+    host: String,
+    allow_privileged: bool,
+}
+
+impl DockerEngine {
+    /// Connects to the engine named by `DOCKER_HOST`, or to the default unix socket.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Connect`] when the address is unusable or the engine does not answer.
+    pub async fn connect() -> Result<Self, RuntimeError> {
+        let host = std::env::var("DOCKER_HOST")
+            .ok()
+            .filter(|h| !h.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_DOCKER_HOST.to_string());
+        Self::connect_to(&host).await
+    }
+
+    /// Connects to the engine at `host` (`unix://...`, `tcp://...` or `http://...`) and
+    /// negotiates the API version.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Connect`] when the address is unusable or the engine does not answer.
+    pub async fn connect_to(host: &str) -> Result<Self, RuntimeError> {
+        let connect_err = |e: bollard::errors::Error| RuntimeError::Connect {
+            host: host.to_string(),
+            source: Box::new(e),
+        };
+        let docker = Docker::connect_with_host(host)
+            .map_err(connect_err)?
+            .with_timeout(REQUEST_TIMEOUT)
+            .negotiate_version()
+            .await
+            .map_err(connect_err)?;
+        Ok(Self {
+            docker,
+            host: host.to_string(),
+            allow_privileged: true,
+        })
+    }
+
+    /// Runs every container and exec unprivileged, whatever the spec asks. Only for engines that
+    /// refuse privileged containers (sandboxed CI whose daemon lacks some capabilities), with
+    /// stand-in images that need no privileges; real `kindest/node` images do need them.
+    pub fn without_privileges(mut self) -> Self {
+        self.allow_privileged = false;
+        self
+    }
+
+    /// Whether containers and execs may run privileged.
+    pub fn allows_privileged(&self) -> bool {
+        self.allow_privileged
+    }
+
+    /// The engine address this client talks to.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The API version in use after negotiation, such as `1.41`.
+    pub fn api_version(&self) -> String {
+        let v = self.docker.client_version();
+        format!("{}.{}", v.major_version, v.minor_version)
+    }
+
+    fn err(
+        &self,
+        action: impl Into<String>,
+    ) -> impl FnOnce(bollard::errors::Error) -> RuntimeError {
+        let action = action.into();
+        move |e| map_err(action, REQUEST_TIMEOUT, e)
+    }
+
+    fn label_filters(labels: &Labels) -> std::collections::HashMap<String, Vec<String>> {
+        let values: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if values.is_empty() {
+            std::collections::HashMap::new()
+        } else {
+            std::collections::HashMap::from([("label".to_string(), values)])
+        }
+    }
+
+    async fn remove_quietly(&self, name: &str) -> Result<(), RuntimeError> {
+        let options = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        match self.docker.remove_container(name, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(e) => match map_err(format!("delete container {name}"), REQUEST_TIMEOUT, e) {
+                e if e.is_not_found() => Ok(()),
+                // The engine refuses while a removal of the same container is in progress.
+                e if e
+                    .engine_message()
+                    .is_some_and(|m| m.contains("already in progress")) =>
+                {
+                    Ok(())
+                }
+                e => Err(e),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl ContainerRuntime for DockerEngine {
+    async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(self.err("read engine info"))?;
+        Ok(convert::host_info(info))
+    }
+
+    async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>, RuntimeError> {
+        match self.docker.inspect_network(name, None).await {
+            Ok(net) => Ok(Some(convert::network_info(net))),
+            Err(e) => match self.err(format!("inspect network {name}"))(e) {
+                e if e.is_not_found() => Ok(None),
+                e => Err(e),
+            },
+        }
+    }
+
+    async fn list_networks(&self, labels: &Labels) -> Result<Vec<NetworkInfo>, RuntimeError> {
+        let options = ListNetworksOptionsBuilder::default()
+            .filters(&Self::label_filters(labels))
+            .build();
+        let nets = self
+            .docker
+            .list_networks(Some(options))
+            .await
+            .map_err(self.err("list networks"))?;
+        Ok(nets.into_iter().map(convert::network_summary).collect())
+    }
+
+    async fn create_network(&self, spec: &NetworkSpec) -> Result<String, RuntimeError> {
+        let resp = self
+            .docker
+            .create_network(convert::network_request(spec))
+            .await
+            .map_err(self.err(format!("create network {}", spec.name)))?;
+        Ok(resp.id)
+    }
+
+    async fn remove_network(&self, name: &str) -> Result<(), RuntimeError> {
+        match self.docker.remove_network(name).await {
+            Ok(()) => Ok(()),
+            Err(e) => match self.err(format!("remove network {name}"))(e) {
+                e if e.is_not_found() => Ok(()),
+                e => Err(e),
+            },
+        }
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+        match self.docker.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(e) => match self.err(format!("inspect image {image}"))(e) {
+                e if e.is_not_found() => Ok(false),
+                e => Err(e),
+            },
+        }
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+        let action = format!("pull image {image}");
+        let options = CreateImageOptionsBuilder::default()
+            .from_image(image)
+            .build();
+        let mut stream = self.docker.create_image(Some(options), None, None);
+        while let Some(progress) = stream.next().await {
+            let progress = progress.map_err(self.err(action.clone()))?;
+            if let Some(detail) = progress.error_detail {
+                let message = detail
+                    .message
+                    .unwrap_or_else(|| "unknown error".to_string());
+                return Err(RuntimeError::from_status(action, 500, message));
+            }
+        }
+        Ok(())
+    }
+
+    async fn save_image(&self, image: &str, dest: &Path) -> Result<(), RuntimeError> {
+        let action = format!("save image {image} to {}", dest.display());
+        let io_err = |source| RuntimeError::Io {
+            action: action.clone(),
+            source,
+        };
+        let mut file = tokio::fs::File::create(dest).await.map_err(io_err)?;
+        let mut stream = self.docker.export_image(image);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(self.err(action.clone()))?;
+            file.write_all(&chunk).await.map_err(io_err)?;
+        }
+        file.flush().await.map_err(io_err)?;
+        Ok(())
+    }
+
+    async fn run_container(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
+        let options = CreateContainerOptionsBuilder::default()
+            .name(&spec.name)
+            .build();
+        let created = self
+            .docker
+            .create_container(
+                Some(options),
+                convert::container_body(spec, self.allow_privileged),
+            )
+            .await
+            .map_err(self.err(format!("create container {}", spec.name)))?;
+        if let Err(e) = self.docker.start_container(&created.id, None).await {
+            let start_err = self.err(format!("start container {}", spec.name))(e);
+            if let Err(cleanup) = self.remove_quietly(&created.id).await {
+                tracing::warn!(container = %spec.name, error = %cleanup, "Removing a container that failed to start failed");
+            }
+            return Err(start_err);
+        }
+        Ok(created.id)
+    }
+
+    async fn inspect_container(&self, name: &str) -> Result<Option<ContainerInfo>, RuntimeError> {
+        match self.docker.inspect_container(name, None).await {
+            Ok(resp) => Ok(Some(convert::container_info(resp))),
+            Err(e) => match self.err(format!("inspect container {name}"))(e) {
+                e if e.is_not_found() => Ok(None),
+                e => Err(e),
+            },
+        }
+    }
+
+    async fn list_containers(
+        &self,
+        labels: &Labels,
+    ) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&Self::label_filters(labels))
+            .build();
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(self.err("list containers"))?;
+        Ok(list.into_iter().map(convert::container_summary).collect())
+    }
+
+    async fn exec(
+        &self,
+        container: &str,
+        request: &ExecRequest,
+    ) -> Result<ExecOutput, RuntimeError> {
+        exec::run(
+            &self.docker,
+            REQUEST_TIMEOUT,
+            self.allow_privileged,
+            container,
+            request,
+        )
+        .await
+    }
+
+    async fn kill_container(&self, name: &str, signal: &str) -> Result<(), RuntimeError> {
+        let options = KillContainerOptionsBuilder::default()
+            .signal(signal)
+            .build();
+        self.docker
+            .kill_container(name, Some(options))
+            .await
+            .map_err(self.err(format!("send {signal} to container {name}")))
+    }
+
+    async fn delete_container(&self, name: &str) -> Result<(), RuntimeError> {
+        self.remove_quietly(name).await
+    }
+
+    async fn container_logs(&self, name: &str) -> Result<String, RuntimeError> {
+        let action = format!("read logs of container {name}");
+        let options = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .build();
+        let mut stream = self.docker.logs(name, Some(options));
+        let mut text = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            text.extend_from_slice(chunk.map_err(self.err(action.clone()))?.as_ref());
+        }
+        Ok(String::from_utf8_lossy(&text).into_owned())
+    }
+}

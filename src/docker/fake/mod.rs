@@ -1,0 +1,586 @@
+//! [`FakeRuntime`]: an in-memory [`ContainerRuntime`] for tests of the layers above.
+//!
+//! It records every call on the instance (never in globals), keeps containers, networks and images
+//! in memory, assigns addresses and host ports, simulates the few file commands the provider runs
+//! (`cp /dev/stdin <path>`, `cp <path> /dev/stdout`, `mkdir -p`, `test -f`), and lets a test inject
+//! failures and scripted exec results.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use ipnetwork::{IpNetwork, Ipv4Network};
+
+use super::runtime::{ContainerRuntime, RuntimeError};
+use super::types::{
+    ContainerInfo, ContainerSpec, ContainerSummary, EndpointAddresses, ExecOutput, ExecRequest,
+    ExecStdin, HostInfo, Labels, NetworkInfo, NetworkSpec, PublishedPort,
+};
+
+mod calls;
+
+pub use calls::{Call, Op};
+
+type ExecHandler = Box<dyn Fn(&str, &ExecRequest) -> Option<ExecOutput> + Send + Sync>;
+
+#[derive(Default)]
+struct State {
+    calls: Vec<Call>,
+    failures: HashMap<Op, VecDeque<RuntimeError>>,
+    containers: BTreeMap<String, ContainerInfo>,
+    networks: BTreeMap<String, NetworkInfo>,
+    images: BTreeSet<String>,
+    pullable: BTreeSet<String>,
+    host: HostInfo,
+    ipv6_unavailable: bool,
+    duplicate_networks: bool,
+    files: BTreeMap<(String, String), Vec<u8>>,
+    logs: BTreeMap<String, String>,
+    exec_handlers: Vec<ExecHandler>,
+    next_id: u64,
+    next_port: u16,
+}
+
+impl State {
+    /// A network by id, else by name.
+    fn find_network(&self, name_or_id: &str) -> Option<&NetworkInfo> {
+        self.networks
+            .get(name_or_id)
+            .or_else(|| self.networks.values().find(|n| n.name == name_or_id))
+    }
+}
+
+/// An in-memory container runtime for tests. Clones share the same state.
+#[derive(Clone, Default)]
+pub struct FakeRuntime {
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for FakeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("FakeRuntime")
+            .field("containers", &state.containers.keys().collect::<Vec<_>>())
+            .field("networks", &state.networks.keys().collect::<Vec<_>>())
+            .field("calls", &state.calls.len())
+            .finish()
+    }
+}
+
+impl FakeRuntime {
+    /// An empty runtime: no images, no networks, no containers, 4 CPUs and 16 GiB of memory.
+    pub fn new() -> Self {
+        let fake = Self::default();
+        fake.lock().host = HostInfo {
+            ncpu: 4,
+            mem_total_bytes: 16 * 1024 * 1024 * 1024,
+            server_version: "fake".to_string(),
+            storage_driver: "overlay2".to_string(),
+            security_options: Vec::new(),
+        };
+        fake
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes an image present locally.
+    pub fn add_image(&self, image: &str) -> &Self {
+        self.lock().images.insert(image.to_string());
+        self
+    }
+
+    /// Lets `pull_image` succeed for an image (pulls fail otherwise, as on a machine without registry).
+    pub fn allow_pull(&self, image: &str) -> &Self {
+        self.lock().pullable.insert(image.to_string());
+        self
+    }
+
+    /// Replaces the host facts returned by `host_info`.
+    pub fn set_host_info(&self, host: HostInfo) -> &Self {
+        self.lock().host = host;
+        self
+    }
+
+    /// Makes network creation with IPv6 fail like an engine without IPv6 support.
+    pub fn disable_ipv6(&self) -> &Self {
+        self.lock().ipv6_unavailable = true;
+        self
+    }
+
+    /// Lets `create_network` accept a name already in use, as engines before API 1.44 do when the
+    /// client does not ask for a duplicate check.
+    pub fn allow_duplicate_networks(&self) -> &Self {
+        self.lock().duplicate_networks = true;
+        self
+    }
+
+    /// Makes the next call of `op` fail with `error` (errors queue up per operation).
+    pub fn fail_next(&self, op: Op, error: RuntimeError) -> &Self {
+        self.lock().failures.entry(op).or_default().push_back(error);
+        self
+    }
+
+    /// Answers execs for which `handler` returns `Some`; handlers are tried in the order added,
+    /// before the built-in file commands.
+    pub fn on_exec(
+        &self,
+        handler: impl Fn(&str, &ExecRequest) -> Option<ExecOutput> + Send + Sync + 'static,
+    ) -> &Self {
+        self.lock().exec_handlers.push(Box::new(handler));
+        self
+    }
+
+    /// Sets what `container_logs` returns for a container.
+    pub fn set_logs(&self, container: &str, logs: &str) -> &Self {
+        self.lock()
+            .logs
+            .insert(container.to_string(), logs.to_string());
+        self
+    }
+
+    /// Puts a file into a container's simulated file system.
+    pub fn set_file(&self, container: &str, path: &str, content: &[u8]) -> &Self {
+        self.lock()
+            .files
+            .insert((container.to_string(), path.to_string()), content.to_vec());
+        self
+    }
+
+    /// A file of a container's simulated file system.
+    pub fn file(&self, container: &str, path: &str) -> Option<Vec<u8>> {
+        self.lock()
+            .files
+            .get(&(container.to_string(), path.to_string()))
+            .cloned()
+    }
+
+    /// Marks a container as exited (as if its main process died).
+    pub fn stop_container(&self, name: &str) -> &Self {
+        if let Some(c) = self.lock().containers.get_mut(name) {
+            c.running = false;
+            c.status = "exited".to_string();
+            c.exit_code = 137;
+        }
+        self
+    }
+
+    /// Adds a network as if someone else had created it (keyed by its id).
+    pub fn add_network(&self, network: NetworkInfo) -> &Self {
+        self.lock().networks.insert(network.id.clone(), network);
+        self
+    }
+
+    /// Every call made so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// The exec requests made so far in one container, in order.
+    pub fn execs(&self, container: &str) -> Vec<ExecRequest> {
+        self.lock()
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Exec(name, request) if name == container => Some(request.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The containers that currently exist.
+    pub fn containers(&self) -> Vec<ContainerInfo> {
+        self.lock().containers.values().cloned().collect()
+    }
+
+    /// The networks that currently exist.
+    pub fn networks(&self) -> Vec<NetworkInfo> {
+        self.lock().networks.values().cloned().collect()
+    }
+
+    /// Records a call and returns an injected failure for `op`, if any.
+    fn enter(&self, op: Op, call: Call) -> Result<MutexGuard<'_, State>, RuntimeError> {
+        let mut state = self.lock();
+        state.calls.push(call);
+        match state.failures.get_mut(&op).and_then(VecDeque::pop_front) {
+            Some(err) => Err(err),
+            None => Ok(state),
+        }
+    }
+}
+
+fn labels_match(have: &Labels, want: &Labels) -> bool {
+    want.iter().all(|(k, v)| have.get(k) == Some(v))
+}
+
+fn overlaps(a: &IpNetwork, b: &IpNetwork) -> bool {
+    a.contains(b.network()) || b.contains(a.network())
+}
+
+fn nth_host(subnet: &IpNetwork, n: u32) -> Option<IpAddr> {
+    match subnet {
+        IpNetwork::V4(net) => net.nth(n).map(IpAddr::V4),
+        IpNetwork::V6(net) => {
+            let base = u128::from(net.network());
+            Some(IpAddr::V6((base + u128::from(n)).into()))
+        }
+    }
+}
+
+fn output(exit_code: i64, stdout: &[u8], stderr: &str) -> ExecOutput {
+    ExecOutput {
+        stdout: stdout.to_vec(),
+        stderr: stderr.as_bytes().to_vec(),
+        exit_code,
+    }
+}
+
+fn stdin_bytes(stdin: Option<&ExecStdin>) -> Result<Vec<u8>, RuntimeError> {
+    match stdin {
+        None => Ok(Vec::new()),
+        Some(ExecStdin::Bytes(b)) => Ok(b.clone()),
+        Some(ExecStdin::File(path)) => std::fs::read(path).map_err(|source| RuntimeError::Io {
+            action: format!("read exec stdin from {}", path.display()),
+            source,
+        }),
+    }
+}
+
+/// The built-in file commands of the simulated container file system.
+fn builtin_exec(
+    state: &mut State,
+    container: &str,
+    request: &ExecRequest,
+) -> Result<ExecOutput, RuntimeError> {
+    let argv: Vec<&str> = request.argv.iter().map(String::as_str).collect();
+    let key = |path: &str| (container.to_string(), path.to_string());
+    Ok(match argv.as_slice() {
+        ["cp", "/dev/stdin", path] => {
+            let data = stdin_bytes(request.stdin.as_ref())?;
+            state.files.insert(key(path), data);
+            output(0, b"", "")
+        }
+        ["cp", path, "/dev/stdout"] => match state.files.get(&key(path)) {
+            Some(data) => output(0, data, ""),
+            None => output(
+                1,
+                b"",
+                &format!("cp: cannot stat '{path}': No such file or directory"),
+            ),
+        },
+        ["test", "-f", path] => output(i64::from(!state.files.contains_key(&key(path))), b"", ""),
+        _ => output(0, b"", ""),
+    })
+}
+
+#[async_trait]
+impl ContainerRuntime for FakeRuntime {
+    async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
+        Ok(self.enter(Op::HostInfo, Call::HostInfo)?.host.clone())
+    }
+
+    async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>, RuntimeError> {
+        let state = self.enter(Op::InspectNetwork, Call::InspectNetwork(name.to_string()))?;
+        let Some(mut network) = state.find_network(name).cloned() else {
+            return Ok(None);
+        };
+        network.containers = state
+            .containers
+            .values()
+            .filter(|c| c.networks.contains_key(&network.name))
+            .map(|c| c.id.clone())
+            .collect();
+        Ok(Some(network))
+    }
+
+    async fn list_networks(&self, labels: &Labels) -> Result<Vec<NetworkInfo>, RuntimeError> {
+        let state = self.enter(Op::ListNetworks, Call::ListNetworks(labels.clone()))?;
+        Ok(state
+            .networks
+            .values()
+            .filter(|n| labels_match(&n.labels, labels))
+            .cloned()
+            .collect())
+    }
+
+    async fn create_network(&self, spec: &NetworkSpec) -> Result<String, RuntimeError> {
+        let mut state = self.enter(Op::CreateNetwork, Call::CreateNetwork(spec.clone()))?;
+        let action = format!("create network {}", spec.name);
+        if !state.duplicate_networks && state.find_network(&spec.name).is_some() {
+            let message = format!("network with name {} already exists", spec.name);
+            return Err(RuntimeError::from_status(action, 409, message));
+        }
+        if spec.enable_ipv6 && state.ipv6_unavailable {
+            let message = "Cannot read IPv6 setup for bridge br-fake: no such file or directory";
+            return Err(RuntimeError::from_status(action, 500, message));
+        }
+        let taken: Vec<IpNetwork> = state
+            .networks
+            .values()
+            .flat_map(|n| n.subnets.clone())
+            .collect();
+        if spec
+            .subnets
+            .iter()
+            .any(|s| taken.iter().any(|t| overlaps(s, t)))
+        {
+            let message = "Pool overlaps with other one on this address space";
+            return Err(RuntimeError::from_status(action, 403, message));
+        }
+        let mut subnets = spec.subnets.clone();
+        if !subnets.iter().any(IpNetwork::is_ipv4) {
+            let free = (18u8..=31)
+                .filter_map(|b| Ipv4Network::new(Ipv4Addr::new(172, b, 0, 0), 16).ok())
+                .map(IpNetwork::V4)
+                .find(|candidate| !taken.iter().any(|t| overlaps(candidate, t)));
+            subnets.extend(free);
+        }
+        state.next_id += 1;
+        let id = format!("fake-network-{}", state.next_id);
+        let info = NetworkInfo {
+            id: id.clone(),
+            name: spec.name.clone(),
+            driver: spec.driver.clone(),
+            options: spec.options.clone(),
+            labels: spec.labels.clone(),
+            enable_ipv6: spec.enable_ipv6,
+            subnets,
+            containers: Vec::new(),
+        };
+        state.networks.insert(id.clone(), info);
+        Ok(id)
+    }
+
+    async fn remove_network(&self, name: &str) -> Result<(), RuntimeError> {
+        let mut state = self.enter(Op::RemoveNetwork, Call::RemoveNetwork(name.to_string()))?;
+        let Some(network) = state.find_network(name).cloned() else {
+            return Ok(());
+        };
+        if state
+            .containers
+            .values()
+            .any(|c| c.networks.contains_key(&network.name))
+        {
+            let message =
+                format!("error while removing network: network {name} has active endpoints");
+            return Err(RuntimeError::from_status(
+                format!("remove network {name}"),
+                403,
+                message,
+            ));
+        }
+        state.networks.remove(&network.id);
+        Ok(())
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+        let state = self.enter(Op::ImageExists, Call::ImageExists(image.to_string()))?;
+        Ok(state.images.contains(image))
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+        let mut state = self.enter(Op::PullImage, Call::PullImage(image.to_string()))?;
+        if state.pullable.contains(image) {
+            state.images.insert(image.to_string());
+            Ok(())
+        } else {
+            let message = format!("pull access denied for {image}, repository does not exist");
+            Err(RuntimeError::from_status(
+                format!("pull image {image}"),
+                404,
+                message,
+            ))
+        }
+    }
+
+    async fn save_image(&self, image: &str, dest: &Path) -> Result<(), RuntimeError> {
+        let call = Call::SaveImage(image.to_string(), dest.to_path_buf());
+        let state = self.enter(Op::SaveImage, call)?;
+        let action = format!("save image {image}");
+        if !state.images.contains(image) {
+            return Err(RuntimeError::from_status(
+                action,
+                404,
+                format!("reference does not exist: {image}"),
+            ));
+        }
+        let content = format!("fake image archive of {image}");
+        std::fs::write(dest, content).map_err(|source| RuntimeError::Io { action, source })
+    }
+
+    async fn run_container(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
+        let mut state = self.enter(Op::RunContainer, Call::RunContainer(Box::new(spec.clone())))?;
+        let action = format!("create container {}", spec.name);
+        if !state.images.contains(&spec.image) {
+            return Err(RuntimeError::from_status(
+                action,
+                404,
+                format!("No such image: {}", spec.image),
+            ));
+        }
+        if state.containers.contains_key(&spec.name) {
+            let message = format!(
+                "Conflict. The container name \"/{}\" is already in use",
+                spec.name
+            );
+            return Err(RuntimeError::from_status(action, 409, message));
+        }
+        let Some(network) = state.find_network(&spec.network).cloned() else {
+            return Err(RuntimeError::from_status(
+                action,
+                404,
+                format!("network {} not found", spec.network),
+            ));
+        };
+        state.next_id += 1;
+        let n = state.next_id;
+        let mut endpoint = EndpointAddresses::default();
+        for subnet in &network.subnets {
+            match nth_host(subnet, 1 + n as u32) {
+                Some(IpAddr::V4(ip)) => endpoint.ipv4 = Some(ip),
+                Some(IpAddr::V6(ip)) => endpoint.ipv6 = Some(ip),
+                None => {}
+            }
+        }
+        let mut ports = Vec::new();
+        for publish in &spec.ports {
+            state.next_port = state.next_port.max(32767) + 1;
+            ports.push(PublishedPort {
+                container_port: publish.container_port,
+                host_ip: publish.host_ip.clone(),
+                host_port: publish.host_port.unwrap_or(state.next_port),
+            });
+        }
+        let id = format!("fake-container-{n}");
+        let info = ContainerInfo {
+            id: id.clone(),
+            name: spec.name.clone(),
+            image: spec.image.clone(),
+            labels: spec.labels.clone(),
+            running: true,
+            status: "running".to_string(),
+            exit_code: 0,
+            networks: BTreeMap::from([(spec.network.clone(), endpoint)]),
+            ports,
+            volumes: spec
+                .volumes
+                .iter()
+                .map(|_| format!("fake-volume-{n}"))
+                .collect(),
+        };
+        state.containers.insert(spec.name.clone(), info);
+        Ok(id)
+    }
+
+    async fn inspect_container(&self, name: &str) -> Result<Option<ContainerInfo>, RuntimeError> {
+        let state = self.enter(
+            Op::InspectContainer,
+            Call::InspectContainer(name.to_string()),
+        )?;
+        Ok(state.containers.get(name).cloned())
+    }
+
+    async fn list_containers(
+        &self,
+        labels: &Labels,
+    ) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        let state = self.enter(Op::ListContainers, Call::ListContainers(labels.clone()))?;
+        Ok(state
+            .containers
+            .values()
+            .filter(|c| labels_match(&c.labels, labels))
+            .map(|c| ContainerSummary {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                image: c.image.clone(),
+                labels: c.labels.clone(),
+                running: c.running,
+                status: c.status.clone(),
+            })
+            .collect())
+    }
+
+    async fn exec(
+        &self,
+        container: &str,
+        request: &ExecRequest,
+    ) -> Result<ExecOutput, RuntimeError> {
+        let call = Call::Exec(container.to_string(), request.clone());
+        let mut state = self.enter(Op::Exec, call)?;
+        let action = format!("exec {:?} in container {container}", request.argv);
+        match state.containers.get(container) {
+            None => {
+                return Err(RuntimeError::from_status(
+                    action,
+                    404,
+                    format!("No such container: {container}"),
+                ));
+            }
+            Some(c) if !c.running => {
+                let message = format!("Container {} is not running", c.id);
+                return Err(RuntimeError::from_status(action, 409, message));
+            }
+            Some(_) => {}
+        }
+        if let Some(out) = state
+            .exec_handlers
+            .iter()
+            .find_map(|h| h(container, request))
+        {
+            return Ok(out);
+        }
+        builtin_exec(&mut state, container, request)
+    }
+
+    async fn kill_container(&self, name: &str, signal: &str) -> Result<(), RuntimeError> {
+        let call = Call::KillContainer(name.to_string(), signal.to_string());
+        let mut state = self.enter(Op::KillContainer, call)?;
+        let action = format!("send {signal} to container {name}");
+        match state.containers.get_mut(name) {
+            None => Err(RuntimeError::from_status(
+                action,
+                404,
+                format!("No such container: {name}"),
+            )),
+            Some(c) if !c.running => Err(RuntimeError::from_status(
+                action,
+                409,
+                format!("Container {} is not running", c.id),
+            )),
+            Some(c) => {
+                if matches!(signal, "SIGKILL" | "KILL" | "9") {
+                    c.running = false;
+                    c.status = "exited".to_string();
+                    c.exit_code = 137;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn delete_container(&self, name: &str) -> Result<(), RuntimeError> {
+        let mut state = self.enter(Op::DeleteContainer, Call::DeleteContainer(name.to_string()))?;
+        state.containers.remove(name);
+        state.files.retain(|(c, _), _| c != name);
+        Ok(())
+    }
+
+    async fn container_logs(&self, name: &str) -> Result<String, RuntimeError> {
+        let state = self.enter(Op::ContainerLogs, Call::ContainerLogs(name.to_string()))?;
+        if !state.containers.contains_key(name) {
+            let action = format!("read logs of container {name}");
+            return Err(RuntimeError::from_status(
+                action,
+                404,
+                format!("No such container: {name}"),
+            ));
+        }
+        Ok(state.logs.get(name).cloned().unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests;

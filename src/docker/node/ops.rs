@@ -1,0 +1,370 @@
+//! Operations on node containers through a [`ContainerRuntime`].
+
+use std::time::{Duration, Instant};
+
+use super::addresses::{IpFamily, MachineAddress, endpoint_on_network, machine_addresses};
+use super::{NodeSpec, cluster_selector};
+use crate::docker::runtime::{ContainerRuntime, RuntimeError, ensure_image};
+use crate::docker::types::{ContainerInfo, ContainerSummary, ExecOutput, ExecRequest};
+
+/// What the node image's systemd logs once booted (a regex in CAPD: `Reached target .*Multi-User System.*`).
+pub const MULTI_USER_PATTERN: &str = "Reached target .*Multi-User System.*";
+
+/// How often logs are polled while waiting for a line.
+const LOG_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Longest command output kept in an error message.
+const OUTPUT_TAIL_CHARS: usize = 2000;
+
+/// Time allowed to import one preloaded image.
+const PRELOAD_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Errors of node container operations.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The cluster's pod/service CIDRs are not usable.
+    #[error("read the cluster network: {detail}")]
+    InvalidClusterNetwork {
+        /// What is wrong.
+        detail: String,
+    },
+    /// The container has no address of a family the cluster needs.
+    #[error("read addresses of container {container}: no {family} address")]
+    MissingAddress {
+        /// Container name.
+        container: String,
+        /// `IPv4` or `IPv6`.
+        family: String,
+    },
+    /// The container is not attached to the provider's network.
+    #[error("read addresses of container {container}: not attached to network {network}")]
+    NotOnNetwork {
+        /// Container name.
+        container: String,
+        /// Network name.
+        network: String,
+    },
+    /// The container does not exist.
+    #[error("find container {container}: not found")]
+    NotFound {
+        /// Container name.
+        container: String,
+    },
+    /// Several containers of the cluster carry the same name.
+    #[error("find container {container}: {count} containers match in cluster {cluster}")]
+    Ambiguous {
+        /// Cluster name.
+        cluster: String,
+        /// Container name.
+        container: String,
+        /// Number of matches.
+        count: usize,
+    },
+    /// The engine failed an operation on a container.
+    #[error("{action} container {container}")]
+    Runtime {
+        /// What was being done (`run`, `inspect`, `delete`, `list`, ...).
+        action: &'static str,
+        /// Container (or cluster, for listings) name.
+        container: String,
+        /// Engine error.
+        #[source]
+        source: RuntimeError,
+    },
+    /// The node image is not available.
+    #[error("prepare image {image}")]
+    Image {
+        /// Image reference.
+        image: String,
+        /// Why.
+        #[source]
+        source: RuntimeError,
+    },
+    /// A command could not be run.
+    #[error("{action} in container {container}")]
+    Exec {
+        /// What the command does.
+        action: String,
+        /// Container name.
+        container: String,
+        /// Engine error.
+        #[source]
+        source: RuntimeError,
+    },
+    /// A command ran and failed.
+    #[error("{action} in container {container}: exited with status {exit_code}: {output}")]
+    CommandFailed {
+        /// What the command does.
+        action: String,
+        /// Container name.
+        container: String,
+        /// Exit code.
+        exit_code: i64,
+        /// Tail of stdout and stderr.
+        output: String,
+    },
+    /// A wait ran out of time.
+    #[error("wait for {what} in container {container}: timed out after {timeout:?}")]
+    WaitTimeout {
+        /// What was awaited.
+        what: String,
+        /// Container name.
+        container: String,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// A local temporary file could not be made.
+    #[error("create a temporary file to preload image {image}")]
+    TempFile {
+        /// Image reference.
+        image: String,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl NodeError {
+    /// A short stable word for metric labels and Event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::InvalidClusterNetwork { .. } => "invalid_cluster_network",
+            Self::MissingAddress { .. } | Self::NotOnNetwork { .. } => "missing_address",
+            Self::NotFound { .. } => "container_not_found",
+            Self::Ambiguous { .. } => "container_ambiguous",
+            Self::Runtime { .. } => "runtime",
+            Self::Image { .. } => "image_unavailable",
+            Self::Exec { .. } => "exec",
+            Self::CommandFailed { .. } => "command_failed",
+            Self::WaitTimeout { .. } => "wait_timeout",
+            Self::TempFile { .. } => "temp_file",
+        }
+    }
+}
+
+fn runtime_err(action: &'static str, container: &str) -> impl FnOnce(RuntimeError) -> NodeError {
+    let container = container.to_string();
+    move |source| NodeError::Runtime {
+        action,
+        container,
+        source,
+    }
+}
+
+/// Creates and starts the node container described by `spec` and returns what the engine reports.
+/// The image is used when present locally and pulled otherwise; a failed start leaves nothing.
+///
+/// # Errors
+/// [`NodeError::Image`] when the image is unavailable, [`NodeError::Runtime`] when the engine
+/// refuses the container.
+pub async fn create_node(
+    runtime: &dyn ContainerRuntime,
+    spec: &NodeSpec,
+) -> Result<ContainerInfo, NodeError> {
+    ensure_image(runtime, &spec.image)
+        .await
+        .map_err(|source| NodeError::Image {
+            image: spec.image.clone(),
+            source,
+        })?;
+    runtime
+        .run_container(&spec.container_spec())
+        .await
+        .map_err(runtime_err("run", &spec.name))?;
+    runtime
+        .inspect_container(&spec.name)
+        .await
+        .map_err(runtime_err("inspect", &spec.name))?
+        .ok_or_else(|| NodeError::NotFound {
+            container: spec.name.clone(),
+        })
+}
+
+/// The container `name` of `cluster` (running or not), or `None`.
+///
+/// # Errors
+/// [`NodeError::Ambiguous`] when several match, [`NodeError::Runtime`] when listing fails.
+pub async fn find_container(
+    runtime: &dyn ContainerRuntime,
+    cluster: &str,
+    name: &str,
+) -> Result<Option<ContainerSummary>, NodeError> {
+    let mut matches: Vec<ContainerSummary> = runtime
+        .list_containers(&cluster_selector(cluster))
+        .await
+        .map_err(runtime_err("list", name))?
+        .into_iter()
+        .filter(|c| c.name == name)
+        .collect();
+    match matches.len() {
+        0 | 1 => Ok(matches.pop()),
+        count => Err(NodeError::Ambiguous {
+            cluster: cluster.to_string(),
+            container: name.to_string(),
+            count,
+        }),
+    }
+}
+
+/// The machine addresses of container `name`, read from `network` only.
+///
+/// # Errors
+/// [`NodeError`] when the container is missing, not on the network, or lacks an address.
+pub async fn node_addresses(
+    runtime: &dyn ContainerRuntime,
+    name: &str,
+    network: &str,
+    family: IpFamily,
+) -> Result<Vec<MachineAddress>, NodeError> {
+    let info = runtime
+        .inspect_container(name)
+        .await
+        .map_err(runtime_err("inspect", name))?
+        .ok_or_else(|| NodeError::NotFound {
+            container: name.to_string(),
+        })?;
+    let endpoint = endpoint_on_network(&info, network).ok_or_else(|| NodeError::NotOnNetwork {
+        container: name.to_string(),
+        network: network.to_string(),
+    })?;
+    machine_addresses(name, &endpoint, family)
+}
+
+/// Removes a node container by force with its anonymous volumes; succeeds when already gone.
+///
+/// # Errors
+/// [`NodeError::Runtime`] when the engine refuses.
+pub async fn delete_node(runtime: &dyn ContainerRuntime, name: &str) -> Result<(), NodeError> {
+    runtime
+        .delete_container(name)
+        .await
+        .map_err(runtime_err("delete", name))
+}
+
+/// Runs a command and fails when it exits non-zero, with the tail of its output in the error.
+/// `action` says what the command does, for messages (arguments are never logged).
+///
+/// # Errors
+/// [`NodeError::Exec`] when it cannot run, [`NodeError::CommandFailed`] when it exits non-zero.
+pub async fn exec_checked(
+    runtime: &dyn ContainerRuntime,
+    container: &str,
+    request: &ExecRequest,
+    action: &str,
+) -> Result<ExecOutput, NodeError> {
+    let out = runtime
+        .exec(container, request)
+        .await
+        .map_err(|source| NodeError::Exec {
+            action: action.to_string(),
+            container: container.to_string(),
+            source,
+        })?;
+    if out.success() {
+        Ok(out)
+    } else {
+        Err(NodeError::CommandFailed {
+            action: action.to_string(),
+            container: container.to_string(),
+            exit_code: out.exit_code,
+            output: out.output_tail(OUTPUT_TAIL_CHARS),
+        })
+    }
+}
+
+/// Polls the container's logs until a line satisfies `matches`.
+///
+/// # Errors
+/// [`NodeError::WaitTimeout`] after `timeout`, [`NodeError::Runtime`] when logs cannot be read.
+pub async fn wait_for_log_line(
+    runtime: &dyn ContainerRuntime,
+    container: &str,
+    what: &str,
+    matches: &(dyn Fn(&str) -> bool + Send + Sync),
+    timeout: Duration,
+) -> Result<(), NodeError> {
+    let start = Instant::now();
+    loop {
+        let logs = runtime
+            .container_logs(container)
+            .await
+            .map_err(runtime_err("read logs of", container))?;
+        if logs.lines().any(matches) {
+            return Ok(());
+        }
+        if start.elapsed() >= timeout {
+            return Err(NodeError::WaitTimeout {
+                what: what.to_string(),
+                container: container.to_string(),
+                timeout,
+            });
+        }
+        tokio::time::sleep(LOG_POLL_INTERVAL.min(timeout.saturating_sub(start.elapsed()))).await;
+    }
+}
+
+/// Whether a log line says systemd reached the multi-user target ([`MULTI_USER_PATTERN`];
+/// terminal colour codes may sit between the words).
+pub fn is_multi_user_line(line: &str) -> bool {
+    line.find("Reached target ")
+        .is_some_and(|at| line[at..].contains("Multi-User System"))
+}
+
+/// Waits until the node's init logged that it reached the multi-user target.
+///
+/// # Errors
+/// As [`wait_for_log_line`].
+pub async fn wait_for_multi_user(
+    runtime: &dyn ContainerRuntime,
+    container: &str,
+    timeout: Duration,
+) -> Result<(), NodeError> {
+    wait_for_log_line(
+        runtime,
+        container,
+        "the multi-user target",
+        &is_multi_user_line,
+        timeout,
+    )
+    .await
+}
+
+/// Loads an image of the engine into the node's containerd (`k8s.io` namespace): the image is
+/// saved to a temporary tar file, then streamed to `ctr --namespace=k8s.io images import -`.
+///
+/// # Errors
+/// [`NodeError`] when the image is unavailable, cannot be saved, or the import fails.
+pub async fn preload_image(
+    runtime: &dyn ContainerRuntime,
+    container: &str,
+    image: &str,
+) -> Result<(), NodeError> {
+    let image_err = |source| NodeError::Image {
+        image: image.to_string(),
+        source,
+    };
+    ensure_image(runtime, image).await.map_err(image_err)?;
+    let file = tempfile::Builder::new()
+        .prefix("capd-preload-")
+        .suffix(".tar")
+        .tempfile()
+        .map_err(|source| NodeError::TempFile {
+            image: image.to_string(),
+            source,
+        })?;
+    runtime
+        .save_image(image, file.path())
+        .await
+        .map_err(image_err)?;
+    let request = ExecRequest::new(["ctr", "--namespace=k8s.io", "images", "import", "-"])
+        .stdin_file(file.path())
+        .timeout(PRELOAD_TIMEOUT);
+    exec_checked(
+        runtime,
+        container,
+        &request,
+        &format!("import image {image}"),
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,386 @@
+//! Domain types exchanged with a [`ContainerRuntime`](super::ContainerRuntime).
+//!
+//! They describe containers, networks and exec calls in the provider's words; no Docker client type
+//! leaks through them, so the layers above can be tested with [`FakeRuntime`](super::FakeRuntime).
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnetwork::IpNetwork;
+
+/// Container or network labels, ordered by key so output and comparisons are stable.
+pub type Labels = BTreeMap<String, String>;
+
+/// Everything needed to create and start one container.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerSpec {
+    /// Container name; also the hostname unless [`ContainerSpec::hostname`] is set.
+    pub name: String,
+    /// Hostname inside the container (defaults to the name).
+    pub hostname: Option<String>,
+    /// Image reference, used exactly as given.
+    pub image: String,
+    /// Labels put on the container.
+    pub labels: Labels,
+    /// Environment variables, in order, as `(name, value)`.
+    pub env: Vec<(String, String)>,
+    /// Overrides the image's entrypoint when set.
+    pub entrypoint: Option<Vec<String>>,
+    /// Overrides the image's command when set.
+    pub cmd: Option<Vec<String>>,
+    /// Allocate a pseudo-terminal (kind node images expect one).
+    pub tty: bool,
+    /// Run the container privileged.
+    pub privileged: bool,
+    /// Security options such as `seccomp=unconfined`.
+    pub security_opt: Vec<String>,
+    /// tmpfs mounts: container path → mount options (may be empty).
+    pub tmpfs: BTreeMap<String, String>,
+    /// Anonymous volumes, by container path (removed with the container).
+    pub volumes: Vec<String>,
+    /// Bind mounts from the host.
+    pub mounts: Vec<BindMount>,
+    /// Container ports published on the host.
+    pub ports: Vec<PortPublish>,
+    /// What the engine does when the container exits.
+    pub restart: RestartPolicy,
+    /// Give the container its own cgroup namespace (kind images built by kind ≥ 0.20).
+    pub private_cgroupns: bool,
+    /// Namespaced kernel parameters.
+    pub sysctls: BTreeMap<String, String>,
+    /// The network the container joins (its only network).
+    pub network: String,
+    /// Host devices made visible in the container.
+    pub devices: Vec<DeviceMapping>,
+    /// Run in the host's user namespace (needed when the engine remaps user namespaces).
+    pub userns_host: bool,
+}
+
+/// A host path mounted into a container.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BindMount {
+    /// Path on the host.
+    pub host_path: String,
+    /// Path inside the container.
+    pub container_path: String,
+    /// Mount read-only.
+    pub read_only: bool,
+    /// Ask the engine to relabel the content for SELinux (`:Z`).
+    pub selinux_relabel: bool,
+}
+
+impl BindMount {
+    /// The mount in the engine's `host:container[:opts]` bind syntax.
+    pub fn to_bind_string(&self) -> String {
+        let mut options = Vec::new();
+        if self.read_only {
+            options.push("ro");
+        }
+        if self.selinux_relabel {
+            options.push("Z");
+        }
+        if options.is_empty() {
+            format!("{}:{}", self.host_path, self.container_path)
+        } else {
+            format!(
+                "{}:{}:{}",
+                self.host_path,
+                self.container_path,
+                options.join(",")
+            )
+        }
+    }
+}
+
+/// A container port published on a host address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortPublish {
+    /// TCP port inside the container.
+    pub container_port: u16,
+    /// Host address the port is bound to (for example `127.0.0.1`).
+    pub host_ip: String,
+    /// Host port; `None` lets the engine pick a free one.
+    pub host_port: Option<u16>,
+}
+
+/// Restart policy of a container.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RestartPolicy {
+    /// Never restart.
+    #[default]
+    No,
+    /// Restart when the main process exits non-zero, at most `max_retries` times.
+    OnFailure {
+        /// Maximum number of restarts.
+        max_retries: u32,
+    },
+    /// Always restart unless stopped by the user.
+    UnlessStopped,
+}
+
+/// A host device exposed to a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceMapping {
+    /// Device path on the host.
+    pub host_path: String,
+    /// Device path inside the container.
+    pub container_path: String,
+    /// cgroup permissions, for example `rwm`.
+    pub permissions: String,
+}
+
+/// What the engine reports about one container.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerInfo {
+    /// Engine id.
+    pub id: String,
+    /// Name without the engine's leading `/`.
+    pub name: String,
+    /// Image reference the container was created from.
+    pub image: String,
+    /// Labels of the container.
+    pub labels: Labels,
+    /// Whether the main process is running.
+    pub running: bool,
+    /// Engine state word (`created`, `running`, `exited`, ...).
+    pub status: String,
+    /// Exit code of the last run (0 while running).
+    pub exit_code: i64,
+    /// Addresses per attached network, by network name.
+    pub networks: BTreeMap<String, EndpointAddresses>,
+    /// Published ports.
+    pub ports: Vec<PublishedPort>,
+    /// Names of the volumes mounted (anonymous ones included).
+    pub volumes: Vec<String>,
+}
+
+impl ContainerInfo {
+    /// The host port published for a container TCP port, if any.
+    pub fn host_port(&self, container_port: u16) -> Option<u16> {
+        self.ports
+            .iter()
+            .find(|p| p.container_port == container_port)
+            .map(|p| p.host_port)
+    }
+}
+
+/// A container's addresses on one network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointAddresses {
+    /// IPv4 address, when the network has IPv4.
+    pub ipv4: Option<Ipv4Addr>,
+    /// Global IPv6 address, when the network has IPv6.
+    pub ipv6: Option<Ipv6Addr>,
+}
+
+/// A published port as the engine bound it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedPort {
+    /// TCP port inside the container.
+    pub container_port: u16,
+    /// Host address.
+    pub host_ip: String,
+    /// Host port.
+    pub host_port: u16,
+}
+
+/// One line of a container listing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerSummary {
+    /// Engine id.
+    pub id: String,
+    /// Name without the leading `/`.
+    pub name: String,
+    /// Image reference.
+    pub image: String,
+    /// Labels of the container.
+    pub labels: Labels,
+    /// Whether the container is running.
+    pub running: bool,
+    /// Engine state word.
+    pub status: String,
+}
+
+/// A command to run inside a running container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// Program and arguments; never passed through a shell by the runtime.
+    pub argv: Vec<String>,
+    /// Extra environment variables as `(name, value)`.
+    pub env: Vec<(String, String)>,
+    /// Data fed to the process' standard input, which is closed afterwards.
+    pub stdin: Option<ExecStdin>,
+    /// Longest time to wait for the process to end.
+    pub timeout: Duration,
+}
+
+/// Default time an exec may take (CAPD polls for five minutes).
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl ExecRequest {
+    /// A request for `argv` with no stdin, no extra environment and the default timeout.
+    pub fn new<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            argv: argv.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            stdin: None,
+            timeout: DEFAULT_EXEC_TIMEOUT,
+        }
+    }
+
+    /// Feeds `data` to standard input.
+    pub fn stdin_bytes(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(ExecStdin::Bytes(data.into()));
+        self
+    }
+
+    /// Feeds the content of a local file to standard input (for large data such as image tars).
+    pub fn stdin_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.stdin = Some(ExecStdin::File(path.into()));
+        self
+    }
+
+    /// Adds an environment variable.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// Standard input of an exec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecStdin {
+    /// Bytes held in memory.
+    Bytes(Vec<u8>),
+    /// A local file streamed to the process.
+    File(PathBuf),
+}
+
+/// What an exec produced once its process ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// Everything written to standard output.
+    pub stdout: Vec<u8>,
+    /// Everything written to standard error.
+    pub stderr: Vec<u8>,
+    /// Exit code of the process.
+    pub exit_code: i64,
+}
+
+impl ExecOutput {
+    /// Whether the process exited with code 0.
+    pub fn success(&self) -> bool {
+        self.exit_code == 0
+    }
+
+    /// Standard output as text (invalid UTF-8 replaced).
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// Standard error as text (invalid UTF-8 replaced).
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+
+    /// The last `max_chars` characters of stdout and stderr, for error messages and conditions.
+    pub fn output_tail(&self, max_chars: usize) -> String {
+        let mut text = self.stdout_text();
+        let stderr = self.stderr_text();
+        if !stderr.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&stderr);
+        }
+        let text = text.trim();
+        let count = text.chars().count();
+        if count <= max_chars {
+            text.to_string()
+        } else {
+            let tail: String = text.chars().skip(count - max_chars).collect();
+            format!("...{tail}")
+        }
+    }
+}
+
+/// A network to create.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkSpec {
+    /// Network name.
+    pub name: String,
+    /// Driver (`bridge`).
+    pub driver: String,
+    /// Driver options.
+    pub options: BTreeMap<String, String>,
+    /// Labels put on the network.
+    pub labels: Labels,
+    /// Enable IPv6 on the network.
+    pub enable_ipv6: bool,
+    /// Subnets to use; the engine picks an IPv4 subnet itself when none is IPv4.
+    pub subnets: Vec<IpNetwork>,
+}
+
+/// What the engine reports about one network.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkInfo {
+    /// Engine id.
+    pub id: String,
+    /// Network name.
+    pub name: String,
+    /// Driver name.
+    pub driver: String,
+    /// Driver options.
+    pub options: BTreeMap<String, String>,
+    /// Labels of the network.
+    pub labels: Labels,
+    /// Whether IPv6 is enabled.
+    pub enable_ipv6: bool,
+    /// Configured subnets.
+    pub subnets: Vec<IpNetwork>,
+    /// Ids of the containers attached (only filled by an inspect, not by a listing).
+    pub containers: Vec<String>,
+}
+
+/// Facts about the engine's host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostInfo {
+    /// Number of CPUs.
+    pub ncpu: u32,
+    /// Total memory in bytes.
+    pub mem_total_bytes: u64,
+    /// Engine version string.
+    pub server_version: String,
+    /// Storage driver (`overlay2`, `btrfs`, `zfs`, ...).
+    pub storage_driver: String,
+    /// Security options such as `name=rootless` or `name=userns`.
+    pub security_options: Vec<String>,
+}
+
+impl HostInfo {
+    /// Whether the engine runs rootless.
+    pub fn rootless(&self) -> bool {
+        self.security_options
+            .iter()
+            .any(|o| o.contains("name=rootless"))
+    }
+
+    /// Whether the engine remaps user namespaces.
+    pub fn userns_remap(&self) -> bool {
+        self.security_options
+            .iter()
+            .any(|o| o.contains("name=userns"))
+    }
+}
