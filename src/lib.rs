@@ -8,9 +8,11 @@
 //! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
 //! - [`gardener`]: Gardener's `Infrastructure` extension for type `docker` (behind a manager flag).
 //! - [`manager`]: process wiring: flags, telemetry, health, metrics, leader election.
+//! - [`webhooks`]: the HTTPS conversion, defaulting and validation webhooks.
 
 pub mod api;
 pub mod bootstrap;
 pub mod docker;
 pub mod gardener;
 pub mod manager;
+pub mod webhooks;

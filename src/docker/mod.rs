@@ -5,6 +5,12 @@
 //! - [`DockerEngine`]: the implementation on a real Docker engine (the only user of bollard).
 //! - [`FakeRuntime`]: an in-memory implementation that records calls, for unit tests.
 //! - [`types`]: the domain types exchanged with the runtime.
+//! - [`network`]: the provider's network, found or created the way kind creates it.
+//! - [`node`]: node containers: names, labels, run options (pure), addresses, operations.
+//! - [`kind`]: which `kindest/node` image runs a Kubernetes version, and in which mode.
+//! - [`loadbalancer`]: the haproxy load balancer: container, configuration, safe reloads.
+//!
+//! Only [`engine`] imports bollard. Every error enum has a `category()` for metrics and Events.
 
 pub mod engine;
 pub mod fake;

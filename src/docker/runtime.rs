@@ -57,6 +57,8 @@ pub trait ContainerRuntime: Send + Sync + std::fmt::Debug {
 
     /// Runs a command in a running container and returns once the process has ended.
     /// A non-zero exit code is not an error here: callers decide with [`ExecOutput::success`].
+    /// After [`ExecRequest::timeout`] the call fails with [`RuntimeError::Timeout`]; the engine
+    /// offers no way to stop an exec, so the process may still run in the container then.
     async fn exec(
         &self,
         container: &str,
@@ -264,6 +266,40 @@ mod tests {
             err.to_string(),
             "create network n: engine answered 403: Pool overlaps with other one on this address space"
         );
+    }
+
+    #[tokio::test]
+    async fn runtime_is_object_safe_and_shares_state() {
+        let fake = crate::docker::FakeRuntime::new();
+        let runtime: std::sync::Arc<dyn ContainerRuntime> = std::sync::Arc::new(fake.clone());
+        fake.add_image("img:1");
+        assert!(runtime.image_exists("img:1").await.unwrap());
+        assert!(format!("{runtime:?}").contains("FakeRuntime"));
+    }
+
+    #[tokio::test]
+    async fn present_images_are_never_pulled_and_absent_ones_fail_clearly() {
+        let fake = crate::docker::FakeRuntime::new();
+        fake.add_image("present:1");
+        ensure_image(&fake, "present:1").await.unwrap();
+        let err = ensure_image(&fake, "absent:1").await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "image absent:1 not found locally and pull failed"
+        );
+        assert_eq!(err.category(), "image_unavailable");
+        let pulls: Vec<_> = fake
+            .calls()
+            .into_iter()
+            .filter(|c| matches!(c, crate::docker::fake::Call::PullImage(_)))
+            .collect();
+        assert_eq!(
+            pulls,
+            vec![crate::docker::fake::Call::PullImage("absent:1".into())]
+        );
+        fake.allow_pull("later:1");
+        ensure_image(&fake, "later:1").await.unwrap();
+        assert!(fake.image_exists("later:1").await.unwrap());
     }
 
     #[test]

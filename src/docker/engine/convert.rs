@@ -70,8 +70,8 @@ fn to_hash(map: &BTreeMap<String, String>) -> HashMap<String, String> {
     map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
-/// The engine's create body for a container spec.
-pub(super) fn container_body(spec: &ContainerSpec) -> ContainerCreateBody {
+/// The engine's create body for a container spec; `allow_privileged: false` runs it unprivileged.
+pub(super) fn container_body(spec: &ContainerSpec, allow_privileged: bool) -> ContainerCreateBody {
     let mut port_bindings = HashMap::new();
     for publish in &spec.ports {
         let binding = PortBinding {
@@ -94,7 +94,7 @@ pub(super) fn container_body(spec: &ContainerSpec) -> ContainerCreateBody {
         })
         .collect();
     let host_config = HostConfig {
-        privileged: Some(spec.privileged),
+        privileged: Some(spec.privileged && allow_privileged),
         security_opt: non_empty(spec.security_opt.clone()),
         tmpfs: non_empty_map(to_hash(&spec.tmpfs)),
         binds: non_empty(spec.mounts.iter().map(|m| m.to_bind_string()).collect()),
@@ -338,7 +338,11 @@ mod tests {
             network: "kind".into(),
             ..Default::default()
         };
-        let body = container_body(&spec);
+        let body = container_body(&spec, true);
+        assert_eq!(
+            container_body(&spec, false).host_config.unwrap().privileged,
+            Some(false)
+        );
         let host = body.host_config.unwrap();
         assert_eq!(body.hostname.as_deref(), Some("c1-cp-0"));
         assert_eq!(host.binds.unwrap(), vec!["/lib/modules:/lib/modules:ro"]);

@@ -23,16 +23,20 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 pub(super) async fn run(
     docker: &Docker,
     client_timeout: Duration,
+    privileged: bool,
     container: &str,
     request: &ExecRequest,
 ) -> Result<ExecOutput, RuntimeError> {
     let action = format!("exec {} in container {container}", describe(&request.argv));
-    match tokio::time::timeout(
-        request.timeout,
-        run_inner(docker, client_timeout, container, request, &action),
-    )
-    .await
-    {
+    let inner = run_inner(
+        docker,
+        client_timeout,
+        privileged,
+        container,
+        request,
+        &action,
+    );
+    match tokio::time::timeout(request.timeout, inner).await {
         Ok(result) => result,
         Err(_) => Err(RuntimeError::Timeout {
             action,
@@ -50,6 +54,7 @@ fn describe(argv: &[String]) -> String {
 async fn run_inner(
     docker: &Docker,
     client_timeout: Duration,
+    privileged: bool,
     container: &str,
     request: &ExecRequest,
     action: &str,
@@ -72,7 +77,7 @@ async fn run_inner(
         tty: Some(false),
         env: (!env.is_empty()).then_some(env),
         cmd: Some(request.argv.clone()),
-        privileged: Some(true),
+        privileged: Some(privileged),
         ..Default::default()
     };
     let err = |e| map_err(action, client_timeout, e);

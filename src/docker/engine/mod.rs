@@ -33,10 +33,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A Docker engine reached over its API, with the API version negotiated down to what the engine
 /// speaks (engines older than bollard's default, such as 20.10 / API 1.41, work).
+///
+/// Containers and execs run privileged when asked, as CAPD's do, unless
+/// [`DockerEngine::without_privileges`] was called.
 #[derive(Debug, Clone)]
 pub struct DockerEngine {
     docker: Docker,
     host: String,
+    allow_privileged: bool,
 }
 
 impl DockerEngine {
@@ -71,7 +75,21 @@ impl DockerEngine {
         Ok(Self {
             docker,
             host: host.to_string(),
+            allow_privileged: true,
         })
+    }
+
+    /// Runs every container and exec unprivileged, whatever the spec asks. Only for engines that
+    /// refuse privileged containers (sandboxed CI whose daemon lacks some capabilities), with
+    /// stand-in images that need no privileges; real `kindest/node` images do need them.
+    pub fn without_privileges(mut self) -> Self {
+        self.allow_privileged = false;
+        self
+    }
+
+    /// Whether containers and execs may run privileged.
+    pub fn allows_privileged(&self) -> bool {
+        self.allow_privileged
     }
 
     /// The engine address this client talks to.
@@ -226,7 +244,10 @@ impl ContainerRuntime for DockerEngine {
             .build();
         let created = self
             .docker
-            .create_container(Some(options), convert::container_body(spec))
+            .create_container(
+                Some(options),
+                convert::container_body(spec, self.allow_privileged),
+            )
             .await
             .map_err(self.err(format!("create container {}", spec.name)))?;
         if let Err(e) = self.docker.start_container(&created.id, None).await {
@@ -270,7 +291,14 @@ impl ContainerRuntime for DockerEngine {
         container: &str,
         request: &ExecRequest,
     ) -> Result<ExecOutput, RuntimeError> {
-        exec::run(&self.docker, REQUEST_TIMEOUT, container, request).await
+        exec::run(
+            &self.docker,
+            REQUEST_TIMEOUT,
+            self.allow_privileged,
+            container,
+            request,
+        )
+        .await
     }
 
     async fn kill_container(&self, name: &str, signal: &str) -> Result<(), RuntimeError> {
