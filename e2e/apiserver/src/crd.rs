@@ -225,6 +225,10 @@ pub fn resource_def(crd: &Value) -> Option<ResourceDef> {
                             )
                         })
                 }),
+                printer_columns: v["additionalPrinterColumns"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
                 selectable_fields: v["selectableFields"]
                     .as_array()
                     .map(|f| {

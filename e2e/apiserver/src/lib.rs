@@ -4,12 +4,14 @@
 //! provider's manager and the e2e suite use it through an ordinary kubeconfig. See README.md for
 //! what it implements, the choices it makes and what it leaves out.
 
+pub mod builtin;
 pub mod convert;
 pub mod crd;
 mod discovery;
 pub mod error;
 mod gc;
 mod handlers;
+pub mod jsonpath;
 pub mod kubeconfig;
 pub mod meta;
 mod openapi;
@@ -20,7 +22,9 @@ pub mod selectors;
 pub mod server;
 pub mod ssa;
 pub mod store;
+pub mod table;
 pub mod tls;
+pub mod typed;
 mod webhook;
 
 pub use server::{Handle, Options, StartError, TestApiServer};

@@ -59,26 +59,24 @@ pub fn now() -> String {
         .to_string()
 }
 
-static DNS1123_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-        .unwrap_or_else(|_| Regex::new("^$").unwrap_or_else(|_| unreachable_regex()))
-});
-static DNS1123_LABEL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap_or_else(|_| unreachable_regex())
-});
-static LABEL_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-        .unwrap_or_else(|_| unreachable_regex())
-});
-static QUALIFIED_NAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-        .unwrap_or_else(|_| unreachable_regex())
-});
-
-fn unreachable_regex() -> Regex {
-    // The patterns above are constant and valid; this keeps the code free of panics anyway.
-    Regex::new("").unwrap_or_else(|_| unreachable_regex())
+/// A compiled constant pattern; `None` never happens for the valid patterns below, and then
+/// every check reports a mismatch instead of panicking.
+fn pattern(re: &str) -> Option<Regex> {
+    Regex::new(re).ok()
 }
+
+fn matches(re: &LazyLock<Option<Regex>>, s: &str) -> bool {
+    re.as_ref().is_some_and(|r| r.is_match(s))
+}
+
+static DNS1123_SUBDOMAIN: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"));
+static DNS1123_LABEL: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"));
+static LABEL_VALUE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"));
+static QUALIFIED_NAME: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"));
 
 /// Messages of a DNS-1123 subdomain check, as `validation.IsDNS1123Subdomain` words them.
 pub fn dns_subdomain_errors(name: &str) -> Vec<String> {
@@ -86,7 +84,7 @@ pub fn dns_subdomain_errors(name: &str) -> Vec<String> {
     if name.len() > 253 {
         errs.push("must be no more than 253 characters".to_string());
     }
-    if !DNS1123_SUBDOMAIN.is_match(name) {
+    if !matches(&DNS1123_SUBDOMAIN, name) {
         errs.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string());
     }
     errs
@@ -98,7 +96,7 @@ pub fn dns_label_errors(name: &str) -> Vec<String> {
     if name.len() > 63 {
         errs.push("must be no more than 63 characters".to_string());
     }
-    if !DNS1123_LABEL.is_match(name) {
+    if !matches(&DNS1123_LABEL, name) {
         errs.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string());
     }
     errs
@@ -127,7 +125,7 @@ fn qualified_name_errors(key: &str) -> Vec<String> {
         if name.len() > 63 {
             errs.push("name part must be no more than 63 characters".to_string());
         }
-        if !QUALIFIED_NAME.is_match(name) {
+        if !matches(&QUALIFIED_NAME, name) {
             errs.push("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string());
         }
     }
@@ -181,7 +179,7 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             if v.len() > 63 {
                 errs.push("must be no more than 63 characters".to_string());
             }
-            if !LABEL_VALUE.is_match(v) {
+            if !matches(&LABEL_VALUE, v) {
                 errs.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_string());
             }
             for e in errs {
@@ -193,6 +191,7 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             }
         }
     }
+    validate_owner_references(&meta["ownerReferences"], &mut causes);
     if let Some(annotations) = meta["annotations"].as_object() {
         let total: usize = annotations
             .iter()
@@ -211,18 +210,78 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             causes.push(cause(
                 "FieldValueTooLong",
                 "metadata.annotations",
-                "Too long: must have at most 262144 bytes",
+                "Too long: may not be more than 262144 bytes",
             ));
         }
     }
     causes
 }
 
+/// `ValidateOwnerReferences`: required fields and at most one controller.
+fn validate_owner_references(refs: &Value, causes: &mut Vec<Cause>) {
+    let Some(refs) = refs.as_array() else { return };
+    let path = "metadata.ownerReferences";
+    let mut controllers = Vec::new();
+    for r in refs {
+        let api_version = r["apiVersion"].as_str().unwrap_or_default();
+        let version = api_version.rsplit('/').next().unwrap_or_default();
+        for (field, value, empty) in [
+            ("apiVersion", version, "version must not be empty"),
+            (
+                "kind",
+                r["kind"].as_str().unwrap_or_default(),
+                "kind must not be empty",
+            ),
+            (
+                "name",
+                r["name"].as_str().unwrap_or_default(),
+                "name must not be empty",
+            ),
+            (
+                "uid",
+                r["uid"].as_str().unwrap_or_default(),
+                "uid must not be empty",
+            ),
+        ] {
+            if value.is_empty() {
+                let shown = if field == "apiVersion" {
+                    api_version
+                } else {
+                    value
+                };
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    format!("{path}.{field}"),
+                    format!("Invalid value: {shown:?}: {empty}"),
+                ));
+            }
+        }
+        if r["controller"] == Value::Bool(true) {
+            controllers.push(format!(
+                "{}/{}",
+                r["kind"].as_str().unwrap_or_default(),
+                r["name"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    if controllers.len() > 1 {
+        let shown: Vec<String> = controllers.iter().map(|c| format!("{c:?}")).collect();
+        causes.push(cause(
+            "FieldValueInvalid",
+            path,
+            format!(
+                "Invalid value: []v1.OwnerReference{{...}}: Only one reference can have Controller set to true. Found \"true\" in references for {}",
+                shown.join(" and ")
+            ),
+        ));
+    }
+}
+
 /// Validates metadata changes of an update: immutable fields and finalizers of deleted objects.
 pub fn validate_meta_update(old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let (om, nm) = (&old["metadata"], &new["metadata"]);
-    for f in ["name", "namespace", "uid"] {
+    for f in ["name", "namespace"] {
         if nm[f] != om[f] && !nm[f].is_null() {
             causes.push(cause(
                 "FieldValueInvalid",
@@ -286,5 +345,31 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_ne!(a, new_uid());
         assert_eq!(name_suffix().len(), 5);
+    }
+}
+
+#[cfg(test)]
+mod owner_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn owner_references_need_uid_and_one_controller() {
+        let o = json!({"metadata": {"name": "a", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "", "controller": true},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "y", "uid": "2", "controller": true}
+        ]}});
+        let causes = validate_meta(&o, true, false);
+        assert!(
+            causes
+                .iter()
+                .any(|c| c.field == "metadata.ownerReferences.uid"
+                    && c.message == "Invalid value: \"\": uid must not be empty")
+        );
+        assert!(causes.iter().any(|c| {
+            c.field == "metadata.ownerReferences"
+                && c.message
+                    .contains("Only one reference can have Controller set to true")
+        }));
     }
 }

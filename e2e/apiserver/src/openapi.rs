@@ -1,6 +1,7 @@
 //! A minimal OpenAPI v3 index: enough for kubectl to see that every resource supports
-//! server-side field validation (`fieldValidation`), so it validates on the server. Schemas are
-//! not published.
+//! server-side field validation (`fieldValidation`), so it validates on the server, and the
+//! schemas of custom resources so that `kubectl explain` shows their field documentation.
+//! Built-in kinds have no published schemas.
 
 use serde_json::{Map, Value, json};
 
@@ -46,12 +47,23 @@ fn op(d: &ResourceDef, version: &str, action: &str, params: &[&str]) -> Value {
 /// `/openapi/v3/<gv>`: paths of one group-version with their query parameters.
 pub fn document(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
     let mut paths = Map::new();
+    let mut schemas = Map::new();
     let mut any = false;
     for d in defs
         .iter()
         .filter(|d| d.group == group && d.version(version).is_some())
     {
         any = true;
+        if let Some(schema) = d.schema(version).filter(|_| d.custom) {
+            let mut schema = schema.clone();
+            schema["x-kubernetes-group-version-kind"] =
+                json!([{"group": d.group, "version": version, "kind": d.kind}]);
+            let reversed: Vec<&str> = d.group.split('.').rev().collect();
+            schemas.insert(
+                format!("{}.{version}.{}", reversed.join("."), d.kind),
+                schema,
+            );
+        }
         let base = format!("/{}", gv_path(group, version));
         let collection = if d.namespaced {
             format!("{base}/namespaces/{{namespace}}/{}", d.plural)
@@ -80,7 +92,7 @@ pub fn document(defs: &[ResourceDef], group: &str, version: &str) -> Option<Valu
             "openapi": "3.0.0",
             "info": {"title": "Kubernetes", "version": "v1.34.0"},
             "paths": paths,
-            "components": {"schemas": {}},
+            "components": {"schemas": schemas},
         })
     })
 }

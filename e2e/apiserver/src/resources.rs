@@ -45,6 +45,8 @@ pub struct VersionDef {
     pub deprecation_warning: Option<String>,
     /// Extra fields usable in field selectors (`.spec.x` style, from `selectableFields`).
     pub selectable_fields: Vec<String>,
+    /// `additionalPrinterColumns` of a CRD version.
+    pub printer_columns: Vec<Value>,
 }
 
 /// A resource the server serves.
@@ -155,6 +157,7 @@ fn builtin(
             schema: Some(schema),
             deprecation_warning: None,
             selectable_fields: vec![],
+            printer_columns: vec![],
         }],
         storage_version: version.into(),
         status_subresource: false,

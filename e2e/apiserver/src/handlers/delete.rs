@@ -211,6 +211,7 @@ pub async fn delete(shared: &Shared, req: &Req, body: &[u8]) -> ApiResult<Respon
     }
     let opts = options(req, body)?;
     let name = req.name.clone().unwrap_or_default();
+    crate::builtin::check_delete(&req.def, &name)?;
     let outcome = {
         let mut store = shared.store.lock().await;
         let outcome = delete_object(&mut store, &req.def, &req.ns(), &name, &opts)?;

@@ -115,24 +115,35 @@ pub(super) fn without_metadata(v: &Value) -> Map<String, Value> {
     m
 }
 
-/// Prunes and defaults a custom resource with its version's schema; returns the dropped paths.
+/// Prunes and defaults a custom resource with its version's schema, or decodes a built-in object
+/// through its typed struct; returns the dropped paths.
 pub(super) fn structural(
     def: &ResourceDef,
     version: &str,
     object: &mut Value,
     defaults: bool,
-) -> Vec<String> {
+) -> ApiResult<Vec<String>> {
     if !def.custom {
-        return Vec::new();
+        let (decoded, unknown) = crate::typed::decode(def, object)?;
+        if defaults {
+            *object = decoded;
+        } else {
+            // An apply configuration keeps its shape (typed zero values would become owned
+            // fields); only the unknown fields go.
+            for path in &unknown {
+                crate::typed::remove_dotted(object, path);
+            }
+        }
+        return Ok(unknown);
     }
     let Some(schema) = def.schema(version) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let removed = crate::schema::prune(object, schema, true);
     if defaults {
         crate::schema::default(object, schema, true);
     }
-    removed
+    Ok(removed)
 }
 
 /// Applies `fieldValidation`: Strict rejects unknown fields, Warn (the default) warns, Ignore drops them silently.
@@ -185,6 +196,7 @@ pub(super) fn validate(req: &Req, object: &Value, old: Option<&Value>) -> ApiRes
         meta::validate_meta(object, def.namespaced, def.plural == "namespaces");
     if let Some(old) = old {
         causes.extend(meta::validate_meta_update(old, object));
+        causes.extend(crate::builtin::validate_update(def, old, object));
     }
     if def.custom
         && let Some(schema) = def.schema(&req.version)
@@ -208,6 +220,7 @@ pub(super) fn validate(req: &Req, object: &Value, old: Option<&Value>) -> ApiRes
 
 pub(super) fn prepare_create(req: &Req, object: &mut Value) {
     let def = &req.def;
+    crate::builtin::normalise(def, object);
     if def.status_subresource
         && (def.custom || def.group == "apiextensions.k8s.io")
         && let Some(m) = object.as_object_mut()
@@ -243,8 +256,9 @@ pub(super) fn prepare_create(req: &Req, object: &mut Value) {
     }
 }
 
-pub(super) fn prepare_update(req: &Req, live: &Value, candidate: Value) -> Value {
+pub(super) fn prepare_update(req: &Req, live: &Value, mut candidate: Value) -> Value {
     let def = &req.def;
+    crate::builtin::normalise(def, &mut candidate);
     let sub = req.subresource.as_deref().unwrap_or_default();
     let mut object = if sub == "status" {
         let mut o = live.clone();

@@ -34,6 +34,14 @@ pub async fn get(shared: &Shared, req: &Req) -> ApiResult<Response> {
         .get(&req.def.storage, &req.ns(), &name)
         .ok_or_else(|| ApiError::not_found(req.def.qualified(), &name))?;
     let object = served(&req.def, &stored, &req.version).await?;
+    if let Some(include) = req.table {
+        let metadata = json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+        let table = crate::table::table(&req.def, &req.version, &[object], metadata, include, true);
+        return Ok(json_response(StatusCode::OK, &table));
+    }
+    if req.partial {
+        return Ok(json_response(StatusCode::OK, &super::partial(&object)));
+    }
     Ok(json_response(StatusCode::OK, &object))
 }
 
@@ -186,6 +194,19 @@ pub async fn list(shared: &Shared, req: &Req) -> ApiResult<Response> {
     };
     let objects: Vec<Value> = page.iter().map(|o| (***o).clone()).collect();
     let mut items = to_served(&req.def, objects, &req.version).await?;
+    if let Some(include) = req.table {
+        let table = crate::table::table(&req.def, &req.version, &items, metadata, include, true);
+        return Ok(json_response(StatusCode::OK, &table));
+    }
+    if req.partial {
+        let list = json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": metadata,
+            "items": items.iter().map(super::partial).collect::<Vec<_>>(),
+        });
+        return Ok(json_response(StatusCode::OK, &list));
+    }
     if !req.def.custom {
         for item in &mut items {
             if let Some(m) = item.as_object_mut() {

@@ -23,6 +23,7 @@ struct Watch {
     selectors: Selectors,
     bookmarks: bool,
     last_rv: u64,
+    sent_headers: bool,
 }
 
 impl Watch {
@@ -66,6 +67,23 @@ impl Watch {
             }
         };
         self.last_rv = self.last_rv.max(rv);
+        let object = match self.req.table {
+            Some(include) => {
+                let metadata = json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+                let headers = !self.sent_headers;
+                self.sent_headers = true;
+                crate::table::table(
+                    &self.req.def,
+                    &self.req.version,
+                    &[object],
+                    metadata,
+                    include,
+                    headers,
+                )
+            }
+            None if self.req.partial => super::partial(&object),
+            None => object,
+        };
         send_line(tx, &json!({"type": kind, "object": object})).await
     }
 
@@ -167,6 +185,7 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
         selectors,
         bookmarks,
         last_rv: start,
+        sent_headers: false,
     };
     let shared = shared.clone();
     let bookmark_every = shared.options.bookmark_interval;

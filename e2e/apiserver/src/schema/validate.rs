@@ -1,6 +1,7 @@
 //! Validation of custom resources against their OpenAPI v3 schema, with kube-apiserver's error texts.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::{LazyLock, Mutex};
 
 use regex::Regex;
 use serde_json::Value;
@@ -229,8 +230,7 @@ fn check_string(s: &str, value: &Value, schema: &Value, path: &str, ctx: &mut Ct
         );
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
-        && let Ok(re) = Regex::new(pattern)
-        && !re.is_match(s)
+        && let Some(false) = pattern_matches(pattern, s)
     {
         ctx.invalid(
             path,
@@ -255,6 +255,20 @@ fn check_string(s: &str, value: &Value, schema: &Value, path: &str, ctx: &mut Ct
             );
         }
     }
+}
+
+/// Whether `s` matches a schema pattern; None when the pattern does not compile. Compiled
+/// patterns are cached: the same CRD patterns are checked on every write.
+fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
+    static CACHE: LazyLock<Mutex<HashMap<String, Option<Regex>>>> = LazyLock::new(Default::default);
+    let mut cache = CACHE.lock().ok()?;
+    if cache.len() > 4096 {
+        cache.clear();
+    }
+    let re = cache
+        .entry(pattern.to_string())
+        .or_insert_with(|| Regex::new(pattern).ok());
+    re.as_ref().map(|r| r.is_match(s))
 }
 
 fn base64_ok(s: &str) -> bool {

@@ -140,3 +140,38 @@ async fn unsupported_methods_and_media_types_are_refused() {
     );
     assert_eq!(unknown.code, 404);
 }
+
+#[tokio::test]
+async fn tables_follow_kube_printers() {
+    let (_h, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut one = cm("t");
+    one.data = Some(
+        [
+            ("a".to_string(), "1".to_string()),
+            ("b".to_string(), "2".to_string()),
+        ]
+        .into(),
+    );
+    cms.create(&PostParams::default(), &one).await.unwrap();
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+        .header(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: Value = client.request(req).await.unwrap();
+    assert_eq!(table["kind"], "Table");
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["Name", "Data", "Age"]);
+    let row = &table["rows"][0];
+    assert_eq!(row["cells"][0], "t");
+    assert_eq!(row["cells"][1], 2);
+    assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
+}
