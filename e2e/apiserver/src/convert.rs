@@ -134,7 +134,7 @@ async fn call_webhook(
         Duration::from_secs(30),
     )
     .await
-    .map_err(|e| failed(format!("Post {url:?}: {e}")))?;
+    .map_err(|e| failed(format!("Post {url:?}: {}", crate::webhook::chain(&e))))?;
     if code != 200 {
         return Err(failed(format!("conversion webhook answered HTTP {code}")));
     }

@@ -9,9 +9,27 @@ use crate::resources::ResourceDef;
 use crate::server::Shared;
 
 /// Answers a discovery path, or None when the path is not a discovery path.
-pub async fn serve(shared: &Shared, seg: &[&str], _headers: &HeaderMap) -> Option<Response> {
+pub async fn serve(shared: &Shared, seg: &[&str], headers: &HeaderMap) -> Option<Response> {
     let store = shared.store.lock().await;
     let defs = &store.defs;
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let wants_aggregated = accept
+        .split(',')
+        .any(|p| p.contains("as=APIGroupDiscoveryList") && p.contains("v=v2"));
+    if wants_aggregated && matches!(seg, ["api"] | ["apis"]) {
+        let body = aggregated(defs, seg == ["api"]);
+        let mut resp = json_response(StatusCode::OK, &body);
+        resp.headers_mut().insert(
+            "content-type",
+            HeaderValue::from_static(
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            ),
+        );
+        return Some(resp);
+    }
     let body = match seg {
         [] => json!({"paths": root_paths(defs)}),
         ["version"] => version(),
@@ -176,4 +194,64 @@ fn storage_hash(d: &ResourceDef) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (&d.group, &d.storage_version, &d.kind).hash(&mut h);
     base64::engine::general_purpose::STANDARD.encode(h.finish().to_be_bytes())[..11].to_string()
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io/v2`) of the core group (`/api`) or the named groups (`/apis`).
+fn aggregated(defs: &[ResourceDef], core: bool) -> Value {
+    let names: Vec<String> = if core {
+        vec![String::new()]
+    } else {
+        groups(defs)
+    };
+    let items: Vec<Value> = names
+        .iter()
+        .map(|g| {
+            let versions: Vec<String> = if g.is_empty() {
+                vec!["v1".into()]
+            } else {
+                group_versions(defs, g)
+            };
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = defs
+                        .iter()
+                        .filter(|d| &d.group == g && d.version(v).is_some())
+                        .map(|d| {
+                            let kind = json!({"group": d.group, "version": v, "kind": d.kind});
+                            let mut r = json!({
+                                "resource": d.plural,
+                                "responseKind": kind,
+                                "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
+                                "singularResource": d.singular,
+                                "verbs": d.verbs(),
+                            });
+                            if !d.short_names.is_empty() {
+                                r["shortNames"] = json!(d.short_names);
+                            }
+                            if !d.categories.is_empty() {
+                                r["categories"] = json!(d.categories);
+                            }
+                            if d.status_subresource {
+                                r["subresources"] = json!([{
+                                    "subresource": "status",
+                                    "responseKind": kind,
+                                    "verbs": ["get", "patch", "update"],
+                                }]);
+                            }
+                            r
+                        })
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": g, "creationTimestamp": null}, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    })
 }

@@ -21,7 +21,7 @@ pub async fn run(shared: Arc<Shared>) {
             _ = crate::server::until_shutdown(shutdown.clone()) => return,
         }
         let mut store = shared.store.lock().await;
-        for _ in 0..16 {
+        for _ in 0..1000 {
             if !sweep(&mut store) {
                 break;
             }
@@ -63,11 +63,11 @@ fn def_for(store: &Store, key: &ResKey) -> Option<ResourceDef> {
 
 /// Stores a changed object, or removes it when it is being deleted and has no finalizers left.
 fn save(store: &mut Store, key: &ResKey, mut object: Value) {
-    let done = deleting(&object)
-        && finalizers(&object).is_empty()
+    let namespace_waiting = key == &(String::new(), "namespaces".to_string())
         && object["spec"]["finalizers"]
             .as_array()
-            .is_none_or(Vec::is_empty);
+            .is_some_and(|f| !f.is_empty());
+    let done = deleting(&object) && finalizers(&object).is_empty() && !namespace_waiting;
     if done {
         let (ns, name) = object_key(&object);
         store.remove(key, &ns, &name);
@@ -102,7 +102,9 @@ fn delete(store: &mut Store, key: &ResKey, object: &Value, propagation: Propagat
         propagation: Some(propagation),
         ..Default::default()
     };
-    let _ = delete_object(store, &def, &ns, &name, &opts);
+    if let Err(e) = delete_object(store, &def, &ns, &name, &opts) {
+        tracing::debug!(%ns, %name, error = %e, "Garbage collection could not delete");
+    }
 }
 
 /// One pass; true when something changed.
@@ -144,7 +146,18 @@ pub fn sweep(store: &mut Store) -> bool {
         let (mut solid, mut dangling, mut orphaning, mut waiting) = (Vec::new(), 0, Vec::new(), 0);
         for r in refs {
             let uid = r["uid"].as_str().unwrap_or_default();
-            match by_uid.get(uid) {
+            // A namespaced dependent can only be owned from its own namespace or by a
+            // cluster-scoped object; anything else counts as absent, as for kube's collector.
+            let dependent_ns = i.object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default();
+            let owner = by_uid.get(uid).filter(|o| {
+                let owner_ns = o.object["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default();
+                owner_ns.is_empty() || owner_ns == dependent_ns
+            });
+            match owner {
                 None => dangling += 1,
                 Some(owner) if deleting(&owner.object) && has(&owner.object, "orphan") => {
                     orphaning.push(uid)

@@ -24,6 +24,7 @@ pub mod ssa;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod typed;
 mod webhook;
 
 pub use server::{Handle, Options, StartError, TestApiServer};

@@ -191,6 +191,7 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             }
         }
     }
+    validate_owner_references(&meta["ownerReferences"], &mut causes);
     if let Some(annotations) = meta["annotations"].as_object() {
         let total: usize = annotations
             .iter()
@@ -209,18 +210,78 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             causes.push(cause(
                 "FieldValueTooLong",
                 "metadata.annotations",
-                "Too long: must have at most 262144 bytes",
+                "Too long: may not be more than 262144 bytes",
             ));
         }
     }
     causes
 }
 
+/// `ValidateOwnerReferences`: required fields and at most one controller.
+fn validate_owner_references(refs: &Value, causes: &mut Vec<Cause>) {
+    let Some(refs) = refs.as_array() else { return };
+    let path = "metadata.ownerReferences";
+    let mut controllers = Vec::new();
+    for r in refs {
+        let api_version = r["apiVersion"].as_str().unwrap_or_default();
+        let version = api_version.rsplit('/').next().unwrap_or_default();
+        for (field, value, empty) in [
+            ("apiVersion", version, "version must not be empty"),
+            (
+                "kind",
+                r["kind"].as_str().unwrap_or_default(),
+                "kind must not be empty",
+            ),
+            (
+                "name",
+                r["name"].as_str().unwrap_or_default(),
+                "name must not be empty",
+            ),
+            (
+                "uid",
+                r["uid"].as_str().unwrap_or_default(),
+                "uid must not be empty",
+            ),
+        ] {
+            if value.is_empty() {
+                let shown = if field == "apiVersion" {
+                    api_version
+                } else {
+                    value
+                };
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    format!("{path}.{field}"),
+                    format!("Invalid value: {shown:?}: {empty}"),
+                ));
+            }
+        }
+        if r["controller"] == Value::Bool(true) {
+            controllers.push(format!(
+                "{}/{}",
+                r["kind"].as_str().unwrap_or_default(),
+                r["name"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    if controllers.len() > 1 {
+        let shown: Vec<String> = controllers.iter().map(|c| format!("{c:?}")).collect();
+        causes.push(cause(
+            "FieldValueInvalid",
+            path,
+            format!(
+                "Invalid value: []v1.OwnerReference{{...}}: Only one reference can have Controller set to true. Found \"true\" in references for {}",
+                shown.join(" and ")
+            ),
+        ));
+    }
+}
+
 /// Validates metadata changes of an update: immutable fields and finalizers of deleted objects.
 pub fn validate_meta_update(old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let (om, nm) = (&old["metadata"], &new["metadata"]);
-    for f in ["name", "namespace", "uid"] {
+    for f in ["name", "namespace"] {
         if nm[f] != om[f] && !nm[f].is_null() {
             causes.push(cause(
                 "FieldValueInvalid",
@@ -284,5 +345,31 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_ne!(a, new_uid());
         assert_eq!(name_suffix().len(), 5);
+    }
+}
+
+#[cfg(test)]
+mod owner_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn owner_references_need_uid_and_one_controller() {
+        let o = json!({"metadata": {"name": "a", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "", "controller": true},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "y", "uid": "2", "controller": true}
+        ]}});
+        let causes = validate_meta(&o, true, false);
+        assert!(
+            causes
+                .iter()
+                .any(|c| c.field == "metadata.ownerReferences.uid"
+                    && c.message == "Invalid value: \"\": uid must not be empty")
+        );
+        assert!(causes.iter().any(|c| {
+            c.field == "metadata.ownerReferences"
+                && c.message
+                    .contains("Only one reference can have Controller set to true")
+        }));
     }
 }

@@ -89,7 +89,7 @@ pub struct Shared {
     pub store: tokio::sync::Mutex<Store>,
     /// Options the server started with.
     pub options: Options,
-    /// Write requests by `verb resource[/subresource]`.
+    /// Requests by `verb resource[/subresource]`.
     pub counts: Mutex<BTreeMap<String, u64>>,
     /// Wakes the garbage collector.
     pub gc_wakeup: Notify,
@@ -144,9 +144,12 @@ impl TestApiServer {
             let listener = TlsListener::new(tcp, certs.server_config()?)
                 .map_err(|source| StartError::Bind { addr, source })?;
             let task = tokio::spawn(async move {
-                let _ = axum::serve(listener, app)
+                if let Err(e) = axum::serve(listener, app)
                     .with_graceful_shutdown(stopped)
-                    .await;
+                    .await
+                {
+                    tracing::error!(error = %e, "Serving stopped");
+                }
             });
             (
                 format!("https://{host}:{}", local.port()),
@@ -155,7 +158,9 @@ impl TestApiServer {
             )
         } else {
             let task = tokio::spawn(async move {
-                let _ = axum::serve(tcp, app).with_graceful_shutdown(stopped).await;
+                if let Err(e) = axum::serve(tcp, app).with_graceful_shutdown(stopped).await {
+                    tracing::error!(error = %e, "Serving stopped");
+                }
             });
             (format!("http://{host}:{}", local.port()), None, task)
         };
@@ -225,9 +230,10 @@ impl Handle {
         &self.kubeconfig_path
     }
 
-    /// Write requests received so far (create, update, patch, delete, deletecollection), keyed
-    /// `"<verb> <resource>[.<group>][/<subresource>]"`, e.g. `"patch dockermachines.infrastructure.cluster.x-k8s.io/status"`.
-    pub fn write_counts(&self) -> BTreeMap<String, u64> {
+    /// Requests received so far by verb and resource, keyed
+    /// `"<verb> <resource>[.<group>][/<subresource>]"` (verbs: get, list, watch, create, update,
+    /// patch, delete, deletecollection), e.g. `"patch dockermachines.infrastructure.cluster.x-k8s.io/status"`.
+    pub fn request_counts(&self) -> BTreeMap<String, u64> {
         self.shared
             .counts
             .lock()
@@ -235,12 +241,23 @@ impl Handle {
             .unwrap_or_default()
     }
 
+    /// Write requests received so far (create, update, patch, delete, deletecollection), keyed
+    /// like [`Handle::request_counts`]. A write that changed nothing still counts.
+    pub fn write_counts(&self) -> BTreeMap<String, u64> {
+        self.request_counts()
+            .into_iter()
+            .filter(|(k, _)| {
+                !(k.starts_with("get ") || k.starts_with("list ") || k.starts_with("watch "))
+            })
+            .collect()
+    }
+
     /// Total write requests received so far.
     pub fn write_total(&self) -> u64 {
         self.write_counts().values().sum()
     }
 
-    /// Sets the write counters back to zero.
+    /// Sets all request counters back to zero.
     pub fn reset_write_counts(&self) {
         if let Ok(mut c) = self.shared.counts.lock() {
             c.clear();

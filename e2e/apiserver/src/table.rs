@@ -279,7 +279,7 @@ fn addresses(node: &Value, kind: &str) -> String {
     }
 }
 
-fn cells(def: &ResourceDef, version: &str, cols: &[Column], o: &Value) -> Vec<Value> {
+fn cells(def: &ResourceDef, cols: &[Column], o: &Value) -> Vec<Value> {
     let name = o["metadata"]["name"].clone();
     let age = since(&o["metadata"]["creationTimestamp"]);
     if def.custom {
@@ -305,7 +305,6 @@ fn cells(def: &ResourceDef, version: &str, cols: &[Column], o: &Value) -> Vec<Va
             })
             .collect();
     }
-    let _ = version;
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "configmaps") => vec![
             name,
@@ -410,7 +409,7 @@ pub fn table(
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let mut row = json!({"cells": cells(def, version, &cols, o)});
+            let mut row = json!({"cells": cells(def, &cols, o)});
             if let Some(obj) = row_object(o, include) {
                 row["object"] = obj;
             }

@@ -18,10 +18,10 @@ pub enum WebhookError {
     #[error("load webhook caBundle")]
     CaBundle,
     /// Connecting, TLS or the exchange failed.
-    #[error("call webhook: {0}")]
+    #[error("call webhook")]
     Io(#[from] std::io::Error),
     /// TLS set-up failed.
-    #[error("configure webhook tls: {0}")]
+    #[error("configure webhook tls")]
     Tls(#[from] rustls::Error),
     /// No answer in time.
     #[error("call webhook: timed out")]
@@ -71,6 +71,18 @@ fn parse_url(url: &str) -> Result<Target, WebhookError> {
         port,
         path,
     })
+}
+
+/// An error with its sources, `: `-separated, for messages shown to API clients.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// POSTs a JSON body and returns the status code and body of the answer.

@@ -50,6 +50,8 @@ pub struct Req {
     pub watch_prefix: bool,
     /// Whether a Table was asked for (`Accept: ...;as=Table`), and what rows carry.
     pub table: Option<crate::table::Include>,
+    /// Whether only metadata was asked for (`Accept: ...;as=PartialObjectMetadata[List]`).
+    pub partial: bool,
 }
 
 impl Req {
@@ -163,10 +165,14 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
 }
 
 async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    match route(&shared, request).await {
+    let method = request.method().clone();
+    let uri = request.uri().clone();
+    let resp = match route(&shared, request).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    }
+    };
+    tracing::debug!(%method, %uri, status = resp.status().as_u16(), "Request");
+    resp
 }
 
 async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
@@ -253,6 +259,9 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         user_agent: header(&parts.headers, "user-agent"),
         content_type: header(&parts.headers, "content-type"),
         watch_prefix,
+        partial: accept
+            .split(',')
+            .any(|p| p.contains("as=PartialObjectMetadata")),
         table: crate::table::wants_table(&accept).then(|| {
             crate::table::Include::parse(query_for_table.get("includeObject").map(String::as_str))
         }),
@@ -274,9 +283,13 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         // Only list and watch exist across namespaces.
         return Err(ApiError::method_not_supported(req.def.qualified(), verb));
     }
-    if !verb.is_empty() {
-        shared.count(format!("{verb} {}", req.counter_name()));
-    }
+    let counted = match verb {
+        "" if req.name.is_some() => "get",
+        "" if req.watch_prefix || req.flag("watch") => "watch",
+        "" => "list",
+        v => v,
+    };
+    shared.count(format!("{counted} {}", req.counter_name()));
     let content_type = req.content_type.to_ascii_lowercase();
     if matches!(verb, "create" | "update")
         && !content_type.is_empty()
@@ -333,6 +346,15 @@ pub fn decode_object(body: &[u8]) -> ApiResult<Value> {
         ));
     }
     Ok(value)
+}
+
+/// The PartialObjectMetadata view of an object.
+pub fn partial(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object["metadata"],
+    })
 }
 
 /// The `Status` of a successful delete.

@@ -115,24 +115,35 @@ pub(super) fn without_metadata(v: &Value) -> Map<String, Value> {
     m
 }
 
-/// Prunes and defaults a custom resource with its version's schema; returns the dropped paths.
+/// Prunes and defaults a custom resource with its version's schema, or decodes a built-in object
+/// through its typed struct; returns the dropped paths.
 pub(super) fn structural(
     def: &ResourceDef,
     version: &str,
     object: &mut Value,
     defaults: bool,
-) -> Vec<String> {
+) -> ApiResult<Vec<String>> {
     if !def.custom {
-        return Vec::new();
+        let (decoded, unknown) = crate::typed::decode(def, object)?;
+        if defaults {
+            *object = decoded;
+        } else {
+            // An apply configuration keeps its shape (typed zero values would become owned
+            // fields); only the unknown fields go.
+            for path in &unknown {
+                crate::typed::remove_dotted(object, path);
+            }
+        }
+        return Ok(unknown);
     }
     let Some(schema) = def.schema(version) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let removed = crate::schema::prune(object, schema, true);
     if defaults {
         crate::schema::default(object, schema, true);
     }
-    removed
+    Ok(removed)
 }
 
 /// Applies `fieldValidation`: Strict rejects unknown fields, Warn (the default) warns, Ignore drops them silently.

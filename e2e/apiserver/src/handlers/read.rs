@@ -39,6 +39,9 @@ pub async fn get(shared: &Shared, req: &Req) -> ApiResult<Response> {
         let table = crate::table::table(&req.def, &req.version, &[object], metadata, include, true);
         return Ok(json_response(StatusCode::OK, &table));
     }
+    if req.partial {
+        return Ok(json_response(StatusCode::OK, &super::partial(&object)));
+    }
     Ok(json_response(StatusCode::OK, &object))
 }
 
@@ -194,6 +197,15 @@ pub async fn list(shared: &Shared, req: &Req) -> ApiResult<Response> {
     if let Some(include) = req.table {
         let table = crate::table::table(&req.def, &req.version, &items, metadata, include, true);
         return Ok(json_response(StatusCode::OK, &table));
+    }
+    if req.partial {
+        let list = json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": metadata,
+            "items": items.iter().map(super::partial).collect::<Vec<_>>(),
+        });
+        return Ok(json_response(StatusCode::OK, &list));
     }
     if !req.def.custom {
         for item in &mut items {

@@ -81,6 +81,7 @@ impl Watch {
                     headers,
                 )
             }
+            None if self.req.partial => super::partial(&object),
             None => object,
         };
         send_line(tx, &json!({"type": kind, "object": object})).await

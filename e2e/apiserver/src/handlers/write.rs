@@ -175,7 +175,7 @@ async fn write_inner(
         }
         Op::Patch(PatchType::Apply, body) => {
             let mut config = decode_apply(req, &body)?;
-            let unknown = structural(&def, &req.version, &mut config, false);
+            let unknown = structural(&def, &req.version, &mut config, false)?;
             field_validation(req, &unknown, warnings)?;
             if manager.is_empty() || req.param("fieldManager").is_none() {
                 return Err(ApiError::invalid(
@@ -239,8 +239,22 @@ async fn write_inner(
             (patched, false)
         }
     };
+    if let Some(l) = &live {
+        // The object's uid is a precondition of the storage update, as in the generic registry.
+        let asked = candidate["metadata"]["uid"].as_str().unwrap_or_default();
+        let actual = l["metadata"]["uid"].as_str().unwrap_or_default();
+        if !asked.is_empty() && asked != actual {
+            return Err(ApiError::conflict(
+                def.qualified(),
+                name.as_deref().unwrap_or_default(),
+                &format!(
+                    "Precondition failed: UID in precondition: {asked}, UID in object meta: {actual}"
+                ),
+            ));
+        }
+    }
     let mut object = candidate;
-    let unknown = structural(&def, &req.version, &mut object, true);
+    let unknown = structural(&def, &req.version, &mut object, true)?;
     field_validation(req, &unknown, warnings)?;
     if creating {
         prepare_create(req, &mut object);
@@ -282,10 +296,16 @@ async fn write_inner(
         return Ok(json_response(StatusCode::OK, &live));
     }
     let name = name.unwrap_or_default();
+    // Namespaces also wait for `spec.finalizers` (the namespace controller's `kubernetes`).
     let finalized = !live["metadata"]["deletionTimestamp"].is_null()
         && object["metadata"]["finalizers"]
             .as_array()
-            .is_none_or(Vec::is_empty);
+            .is_none_or(Vec::is_empty)
+        && !(def.group.is_empty()
+            && def.plural == "namespaces"
+            && object["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty()));
     if dry_run {
         return Ok(json_response(StatusCode::OK, &object));
     }

@@ -30,7 +30,9 @@ async fn binary_serves_until_sigterm() {
     .unwrap();
     let startup = started.elapsed();
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
-    assert!(startup < Duration::from_secs(1), "started in {startup:?}");
+    println!("testapiserver binary answered with its URL after {startup:?}");
+    // Typically a few milliseconds; the bound leaves room for a loaded CI machine.
+    assert!(startup < Duration::from_secs(3), "started in {startup:?}");
 
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(

@@ -29,7 +29,7 @@ async fn crd_reports_established_and_appears_in_discovery() {
     assert!(types.contains(&"NamesAccepted") && types.contains(&"Established"));
     assert_eq!(st.accepted_names.as_ref().unwrap().kind, "Widget");
     assert_eq!(st.stored_versions, Some(vec!["v1".to_string()]));
-    let discovery = Discovery::new(client).run().await.unwrap();
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let group = discovery.get("example.com").expect("group discovered");
     assert_eq!(
         group.preferred_version(),
@@ -47,6 +47,22 @@ async fn crd_reports_established_and_appears_in_discovery() {
         caps.subresources
             .iter()
             .any(|(sub, _)| sub.plural == "widgets/status" || sub.plural == "status")
+    );
+
+    let aggregated = Discovery::new(client).run_aggregated().await.unwrap();
+    let group = aggregated
+        .get("example.com")
+        .expect("group in aggregated discovery");
+    assert_eq!(group.preferred_version(), Some("v2"));
+    assert!(
+        group
+            .recommended_resources()
+            .iter()
+            .any(|(ar, _)| ar.kind == "Widget")
+    );
+    assert!(
+        aggregated.get("").is_some(),
+        "the core group is discovered too"
     );
 }
 

@@ -307,3 +307,24 @@ async fn conditions_merge_by_type_across_managers() {
         "re-applying the same status is a no-op"
     );
 }
+
+#[tokio::test]
+async fn updates_own_what_they_add_with_dot_markers_like_kube() {
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let api = widgets(&client);
+    let mut w = crate::common::widget("u", json!({"size": 1, "labels": {"a": "b"}}));
+    w.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+    let pp = kube::api::PostParams {
+        field_manager: Some("creator".into()),
+        ..Default::default()
+    };
+    let created = api.create(&pp, &w).await.unwrap();
+    assert_eq!(
+        owned(&created, "creator"),
+        json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {".": {}, "f:labels": {".": {}, "f:a": {}}, "f:replicas": {}, "f:size": {}}
+        })
+    );
+}

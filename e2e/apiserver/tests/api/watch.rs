@@ -153,6 +153,42 @@ async fn streaming_list_watcher_gets_initial_events() {
 }
 
 #[tokio::test]
+async fn metadata_watcher_gets_partial_object_metadata() {
+    let (_h, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(&PostParams::default(), &cm("meta"))
+        .await
+        .unwrap();
+    let listed = cms.list_metadata(&Default::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let types = listed.items[0].types.clone().unwrap();
+    assert_eq!(
+        (types.kind.as_str(), types.api_version.as_str()),
+        ("PartialObjectMetadata", "meta.k8s.io/v1")
+    );
+    let metadata_only: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::namespaced(cms.clone().into_client(), "default");
+    let (reader, writer) = reflector::store();
+    let task = tokio::spawn(
+        reflector(writer, watcher(metadata_only, watcher::Config::default()))
+            .try_for_each(|_| async { Ok(()) }),
+    );
+    tokio::time::timeout(Duration::from_secs(5), reader.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
+    cms.create(&PostParams::default(), &cm("meta2"))
+        .await
+        .unwrap();
+    eventually("the metadata reflector sees both", || {
+        let reader = reader.clone();
+        async move { reader.state().len() == 2 }
+    })
+    .await;
+    task.abort();
+}
+
+#[tokio::test]
 async fn controller_reconciles_objects() {
     let (_h, client) = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
