@@ -7,10 +7,14 @@
 //!   networks, node containers and the haproxy load balancer.
 //! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
 //! - [`controllers`]: the DockerCluster, DockerMachine and DockerMachineTemplate controllers.
+//! - [`gardener`]: Gardener's `Infrastructure` extension for type `docker` (behind a manager flag).
 //! - [`manager`]: process wiring: flags, telemetry, health, metrics, leader election.
+//! - [`webhooks`]: the HTTPS conversion, defaulting and validation webhooks.
 
 pub mod api;
 pub mod bootstrap;
 pub mod controllers;
 pub mod docker;
+pub mod gardener;
 pub mod manager;
+pub mod webhooks;

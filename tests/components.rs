@@ -174,6 +174,8 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch"),
         ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
     ];
     for (group, resource, verb) in needed {
         assert!(

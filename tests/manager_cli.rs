@@ -41,6 +41,7 @@ const FLAGS: &[&str] = &[
     "--v",
     "--logging-format",
     "--docker-network",
+    "--gardener-infrastructure",
     "--kubeconfig",
 ];
 

@@ -192,7 +192,12 @@ pub async fn ensure_network(
 }
 
 /// The MTU of the engine's default `bridge` network, when it sets one.
-async fn default_bridge_mtu(runtime: &dyn ContainerRuntime) -> Result<Option<u32>, NetworkError> {
+///
+/// # Errors
+/// [`NetworkError::Inspect`] when the engine cannot be read.
+pub async fn default_bridge_mtu(
+    runtime: &dyn ContainerRuntime,
+) -> Result<Option<u32>, NetworkError> {
     let bridge =
         runtime
             .inspect_network("bridge")

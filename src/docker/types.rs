@@ -4,7 +4,7 @@
 //! leaks through them, so the layers above can be tested with [`FakeRuntime`](super::FakeRuntime).
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -350,6 +350,8 @@ pub struct NetworkInfo {
     pub enable_ipv6: bool,
     /// Configured subnets.
     pub subnets: Vec<IpNetwork>,
+    /// Gateway addresses, one per subnet that has one (same order as the engine reports them).
+    pub gateways: Vec<IpAddr>,
     /// Ids of the containers attached (only filled by an inspect, not by a listing).
     pub containers: Vec<String>,
 }

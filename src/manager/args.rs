@@ -211,6 +211,14 @@ pub struct Args {
           value_parser = parse_non_empty)]
     pub docker_network: String,
 
+    /// Run the Gardener Infrastructure extension controller for type docker
+    /// (extensions.gardener.cloud/v1alpha1): one Docker network per Infrastructure. Needs the
+    /// RBAC of the optional config/gardener component.
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = ArgAction::Set,
+          value_parser = parse_bool)]
+    pub gardener_infrastructure: bool,
+
     /// Path to a kubeconfig. Only required if out-of-cluster; otherwise KUBECONFIG, then
     /// ~/.kube/config, then the in-cluster service account are used.
     #[arg(long, value_name = "PATH")]

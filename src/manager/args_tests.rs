@@ -235,3 +235,10 @@ fn unknown_flags_are_rejected() {
         ErrorKind::UnknownArgument
     );
 }
+
+#[test]
+fn the_gardener_controller_is_off_unless_asked_for() {
+    assert!(!parse(&[]).gardener_infrastructure);
+    assert!(parse(&["--gardener-infrastructure"]).gardener_infrastructure);
+    assert!(!parse(&["--gardener-infrastructure=false"]).gardener_infrastructure);
+}

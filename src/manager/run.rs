@@ -13,12 +13,15 @@ use super::apiserver::{self, ApiServerError, CrdWait};
 use super::args::Args;
 use super::context::{Concurrency, Context, ControllerConfig};
 use super::diagnostics::{self, AccessReviewer, Security};
+use super::feature_gates::Feature;
 use super::health::{self, Readiness};
 use super::leader::{self, LeaderConfigError, LeaderElectionConfig};
 use super::lease::{LeaderElector, LeaseError};
 use super::listen::ListenError;
 use super::metrics::Metrics;
+use super::telemetry::error_chain;
 use super::tls::{self, TlsError};
+use crate::webhooks::{self, WebhookError, WebhookServer};
 
 /// How long controllers get to finish after being told to stop, before they are aborted. Short,
 /// because reconciles do not block on slow work and CAPD's pods have a 10 s grace period that must
@@ -100,10 +103,13 @@ pub enum RunError {
     /// A controller's future panicked.
     #[error("controller {0} panicked")]
     ControllerPanicked(&'static str),
+    /// The webhook server could not start.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
     /// An HTTP server stopped while the manager was running.
     #[error("the {server} server stopped")]
     Server {
-        /// `health` or `diagnostics`.
+        /// `health`, `diagnostics` or `webhook`.
         server: &'static str,
         /// Why, when it said.
         #[source]
@@ -133,15 +139,16 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         clustercache_client_qps,
         clustercache_client_burst,
         feature_gates,
-        // The webhook server comes with the webhook issue; the flags are parsed already.
-        webhook_port: _,
-        webhook_cert_dir: _,
-        webhook_cert_name: _,
-        webhook_key_name: _,
+        webhook_port,
+        webhook_cert_dir,
+        webhook_cert_name,
+        webhook_key_name,
         // Used by telemetry set-up before `run`.
         v: _,
         logging_format: _,
         docker_network,
+        // Read by `main`, which wires the Gardener controller in.
+        gardener_infrastructure: _,
         kubeconfig,
     } = args;
 
@@ -157,6 +164,18 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         )?)
     } else {
         None
+    };
+    let webhook_config = webhooks::WebhookConfig {
+        host: None,
+        port: webhook_port,
+        cert_dir: webhook_cert_dir,
+        cert_name: webhook_cert_name,
+        key_name: webhook_key_name,
+        tls_min_version,
+        reload_interval: webhooks::server::DEFAULT_RELOAD_INTERVAL,
+        settings: webhooks::Settings {
+            cluster_topology: feature_gates.enabled(Feature::ClusterTopology),
+        },
     };
     let controller_config = ControllerConfig {
         namespace: Some(namespace).filter(|ns| !ns.is_empty()),
@@ -206,6 +225,9 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     readiness.require(CRDS_CHECK);
     let stop_servers = CancellationToken::new();
     let mut servers = JoinSet::new();
+    // Webhooks first: every replica serves them (leader or not), and the CRDs' conversion needs
+    // them before anything else works.
+    start_webhooks(webhook_config, &mut servers, &stop_servers).await?;
     if let Some(listener) = health_addr.bind().await? {
         log_listening("health", &listener, "http");
         let router = health::router(readiness.clone());
@@ -316,6 +338,42 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     }
     stop(servers, &stop_servers).await;
     outcome
+}
+
+/// Binds the webhook server and adds it to `servers`. A certificate that does not exist yet
+/// (a manager run outside a cluster) is waited for with a warning; any other failure stops the
+/// start, as controller-runtime's webhook server does.
+async fn start_webhooks(
+    config: webhooks::WebhookConfig,
+    servers: &mut JoinSet<(&'static str, std::io::Result<()>)>,
+    stop: &CancellationToken,
+) -> Result<(), RunError> {
+    let stop = stop.clone();
+    match WebhookServer::bind(config.clone()).await {
+        Ok(server) => {
+            match server.local_addr() {
+                Ok(address) => {
+                    tracing::info!(server = "webhook", address = %address, scheme = "https", "Serving")
+                }
+                Err(_) => tracing::info!(server = "webhook", scheme = "https", "Serving"),
+            }
+            servers.spawn(async move { ("webhook", server.serve(stop).await) });
+        }
+        Err(error) if error.is_missing_certificate() => {
+            tracing::warn!(
+                error = %error_chain(&error),
+                "Webhooks are not served until the serving certificate exists (cert-manager writes it into the mounted Secret)"
+            );
+            servers.spawn(async move {
+                let served = webhooks::serve_once_certificate_exists(config, stop)
+                    .await
+                    .map_err(|e| std::io::Error::other(error_chain(&e)));
+                ("webhook", served)
+            });
+        }
+        Err(error) => return Err(error.into()),
+    }
+    Ok(())
 }
 
 /// Renews the Lease while leading; without leader election, never returns.

@@ -1,6 +1,6 @@
 //! TLS for the diagnostics endpoint: a self-signed certificate made at start-up (as
 //! controller-runtime's secure metrics server does without a cert dir) and an axum listener that
-//! completes TLS handshakes off the accept loop.
+//! completes TLS handshakes off the accept loop (the webhook server uses it too).
 
 use std::io;
 use std::net::SocketAddr;
@@ -118,7 +118,7 @@ async fn accept_loop(
             }
             Err(error) => {
                 // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(error = %error, "Accepting a diagnostics connection failed");
+                tracing::warn!(error = %error, "Accepting a TLS connection failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }

@@ -1,7 +1,7 @@
 //! Conversions between the domain types and the bollard models, and error mapping.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use bollard::errors::Error as BollardError;
@@ -227,6 +227,14 @@ fn subnets(ipam: Option<Ipam>) -> Vec<IpNetwork> {
         .collect()
 }
 
+fn gateways(ipam: Option<&Ipam>) -> Vec<IpAddr> {
+    ipam.and_then(|i| i.config.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.gateway.as_deref().and_then(|g| g.parse().ok()))
+        .collect()
+}
+
 /// The domain view of a network inspect answer.
 pub(super) fn network_info(net: NetworkInspect) -> NetworkInfo {
     let mut containers: Vec<String> = net.containers.unwrap_or_default().into_keys().collect();
@@ -238,6 +246,7 @@ pub(super) fn network_info(net: NetworkInspect) -> NetworkInfo {
         options: net.options.unwrap_or_default().into_iter().collect(),
         labels: sorted_labels(net.labels),
         enable_ipv6: net.enable_ipv6.unwrap_or(false),
+        gateways: gateways(net.ipam.as_ref()),
         subnets: subnets(net.ipam),
         containers,
     }
@@ -252,6 +261,7 @@ pub(super) fn network_summary(net: bollard::models::Network) -> NetworkInfo {
         options: net.options.unwrap_or_default().into_iter().collect(),
         labels: sorted_labels(net.labels),
         enable_ipv6: net.enable_ipv6.unwrap_or(false),
+        gateways: gateways(net.ipam.as_ref()),
         subnets: subnets(net.ipam),
         containers: Vec::new(),
     }
@@ -355,5 +365,31 @@ mod tests {
             parse_v6(Some(&"fc00::2".to_string())),
             Some("fc00::2".parse().unwrap())
         );
+    }
+
+    #[test]
+    fn network_inspect_keeps_subnets_and_gateways() {
+        let ipam = Ipam {
+            driver: Some("default".into()),
+            config: Some(vec![
+                IpamConfig {
+                    subnet: Some("172.18.0.0/16".into()),
+                    gateway: Some("172.18.0.1".into()),
+                    ..Default::default()
+                },
+                IpamConfig {
+                    subnet: Some("fc00:f853:ccd:e793::/64".into()),
+                    ..Default::default()
+                },
+            ]),
+            options: None,
+        };
+        let info = network_info(NetworkInspect {
+            name: Some("kind".into()),
+            ipam: Some(ipam),
+            ..Default::default()
+        });
+        assert_eq!(info.subnets.len(), 2);
+        assert_eq!(info.gateways, vec!["172.18.0.1".parse::<IpAddr>().unwrap()]);
     }
 }

@@ -347,6 +347,8 @@ impl ContainerRuntime for FakeRuntime {
             options: spec.options.clone(),
             labels: spec.labels.clone(),
             enable_ipv6: spec.enable_ipv6,
+            // The engine's default IPAM gives each subnet its first host as the gateway.
+            gateways: subnets.iter().filter_map(|s| nth_host(s, 1)).collect(),
             subnets,
             containers: Vec::new(),
         };

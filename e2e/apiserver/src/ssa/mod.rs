@@ -267,7 +267,18 @@ pub fn track_apply(
     let last = position.map(|i| entries.remove(i));
     if let Some(last) = &last {
         let others: FieldSet = entries.iter().flat_map(|e| e.set.iter().cloned()).collect();
-        let mut gone: Vec<&Path> = last.set.difference(&config_set).collect();
+        // structured-merge-diff's EnsureNamedFieldsAreMembers: a struct field below which the
+        // manager set fields last time goes too once nothing below it is set any more.
+        let last_set: FieldSet = last
+            .set
+            .iter()
+            .flat_map(|p| {
+                named_ancestors(t.schema(), p)
+                    .into_iter()
+                    .chain([p.clone()])
+            })
+            .collect();
+        let mut gone: Vec<&Path> = last_set.difference(&config_set).collect();
         // Parents first: removing a list item by its key must happen before its key field goes.
         gone.sort_by_key(|p| p.len());
         let mut removed: Vec<&Path> = Vec::new();
@@ -312,6 +323,33 @@ pub fn track_apply(
     entries.push(Entry { time, ..me });
     encode_entries(&mut merged, entries);
     Ok(merged)
+}
+
+/// The strict ancestors of `path` that are declared struct fields, below the top level and
+/// outside `metadata` (those are never removed as a whole).
+fn named_ancestors(schema: Schema<'_>, path: &Path) -> Vec<Path> {
+    if path.first() == Some(&Pe::Field("metadata".into())) {
+        return Vec::new();
+    }
+    let mut ancestors = Vec::new();
+    let mut node = schema;
+    for (depth, pe) in path.iter().enumerate().take(path.len().saturating_sub(1)) {
+        let declared = match pe {
+            Pe::Field(name) => {
+                let (child, declared) = node.field(name);
+                node = child;
+                declared
+            }
+            Pe::Key(_) | Pe::Value(_) | Pe::Index(_) => {
+                node = node.items();
+                false
+            }
+        };
+        if declared && depth >= 1 {
+            ancestors.push(path[..=depth].to_vec());
+        }
+    }
+    ancestors
 }
 
 fn conflict_error(conflicts: &[(String, String, Path)]) -> ApiError {

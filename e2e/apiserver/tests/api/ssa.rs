@@ -180,6 +180,33 @@ async fn fields_an_applier_drops_are_removed_unless_someone_else_owns_them() {
 }
 
 #[tokio::test]
+async fn a_struct_field_an_applier_drops_disappears_whole() {
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let api = widgets(&client);
+    api.patch(
+        "s",
+        &PatchParams::apply("alice"),
+        &Patch::Apply(body(json!({"size": 1, "template": {"a": 1, "b": 2}}))),
+    )
+    .await
+    .unwrap();
+    let after = api
+        .patch(
+            "s",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(body(json!({"size": 1}))),
+        )
+        .await
+        .unwrap();
+    assert!(
+        after.data["spec"].get("template").is_none(),
+        "no empty template is left behind: {}",
+        after.data["spec"]
+    );
+}
+
+#[tokio::test]
 async fn list_map_items_an_applier_drops_disappear_whole() {
     let (_h, client) = start().await;
     install_widgets(&client).await;

@@ -1,0 +1,62 @@
+//! Gardener `Infrastructure` extension for type `docker`: the same Docker backend, serving
+//! Gardener's infrastructure extension contract.
+//!
+//! Gardener creates an `Infrastructure` (`extensions.gardener.cloud/v1alpha1`) in the seed; for
+//! `spec.type: docker` this controller creates or adopts the shoot's Docker network and reports it
+//! in the status (`providerStatus`, `nodesCIDR`, `lastOperation`, `lastError`,
+//! `observedGeneration`, `state`). It is started by the manager flag `--gardener-infrastructure`.
+//!
+//! Phases, as in the other controllers: [`step`] decides what to do from the object alone (pure),
+//! [`config`] validates `spec.providerConfig` (pure), [`network`] acts on the Docker engine,
+//! [`operation`] computes the next status (pure), and [`controller`] reads and writes the
+//! Kubernetes API.
+//!
+//! - [`config`]: [`InfrastructureConfig`], its validation and defaults.
+//! - [`status`]: [`InfrastructureStatus`] (`status.providerStatus`) and [`InfrastructureState`]
+//!   (`status.state`).
+//! - [`infrastructure`]: a read view of Gardener's `Infrastructure`.
+
+pub mod config;
+pub mod controller;
+pub mod error;
+mod flows;
+pub mod infrastructure;
+pub mod network;
+pub mod operation;
+mod session;
+pub mod status;
+pub mod step;
+
+pub use config::{InfrastructureConfig, Ipv6Config, NetworkPlan, NetworksConfig, validate};
+pub use controller::{InfrastructureContext, controller_task, run};
+pub use error::Error;
+pub use infrastructure::{Infrastructure, InfrastructureObjectStatus, InfrastructureSpec};
+pub use status::{InfrastructureState, InfrastructureStatus};
+
+/// `spec.type` this extension serves.
+pub const EXTENSION_TYPE: &str = "docker";
+
+/// API version of our `InfrastructureConfig`, `InfrastructureStatus` and `InfrastructureState`.
+pub const API_VERSION: &str = "docker.provider.extensions.gardener.cloud/v1alpha1";
+
+/// Finalizer of `Infrastructure` objects, the name Gardener's infrastructure controllers use.
+pub const FINALIZER: &str = "extensions.gardener.cloud/infrastructure";
+
+/// Annotation by which Gardener asks for an operation.
+pub const OPERATION_ANNOTATION: &str = "gardener.cloud/operation";
+
+/// [`OPERATION_ANNOTATION`] value: reconcile now (removed when the reconcile starts).
+pub const OPERATION_RECONCILE: &str = "reconcile";
+
+/// [`OPERATION_ANNOTATION`] value: hand the object over to another seed (keep Docker resources).
+pub const OPERATION_MIGRATE: &str = "migrate";
+
+/// [`OPERATION_ANNOTATION`] value: take the object over from another seed.
+pub const OPERATION_RESTORE: &str = "restore";
+
+/// Docker label naming the namespace of the `Infrastructure` a network was created for.
+pub const NAMESPACE_LABEL: &str =
+    "docker.provider.extensions.gardener.cloud/infrastructure-namespace";
+
+/// Docker label naming the `Infrastructure` a network was created for.
+pub const NAME_LABEL: &str = "docker.provider.extensions.gardener.cloud/infrastructure-name";

@@ -1,0 +1,223 @@
+use serde_json::{Value, json};
+
+use super::{decode, v1beta2};
+use crate::api::CONVERSION_DATA_ANNOTATION;
+use crate::webhooks::conversion::review;
+
+const V1BETA1: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+const V1BETA2: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
+const UID: &str = "0f1e2d3c-0000-4000-8000-00000000c0de";
+
+fn conversion_review(desired: &str, objects: &[Value]) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": UID, "desiredAPIVersion": desired, "objects": objects},
+    }))
+    .unwrap()
+}
+
+/// Converts `objects` to `desired`, asserting success; returns the converted objects.
+fn convert(desired: &str, objects: &[Value]) -> Vec<Value> {
+    let (status, body) = decode(review(&conversion_review(desired, objects)));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["apiVersion"], "apiextensions.k8s.io/v1");
+    assert_eq!(body["kind"], "ConversionReview");
+    let response = &body["response"];
+    assert_eq!(response["uid"], UID);
+    assert_eq!(response["result"]["status"], "Success", "{body}");
+    response["convertedObjects"].as_array().unwrap().clone()
+}
+
+/// One object of every kind, with the fields whose shape differs between the versions set.
+fn hub_objects() -> Vec<Value> {
+    let mut cluster = v1beta2(
+        "DockerCluster",
+        "c1",
+        json!({
+            "controlPlaneEndpoint": {"host": "172.18.0.3", "port": 6443},
+            "failureDomains": [{"name": "fd1", "controlPlane": true}, {"name": "fd2", "controlPlane": false}],
+            "loadBalancer": {"imageRepository": "kindest", "imageTag": "v1"},
+        }),
+    );
+    cluster["status"] = json!({
+        "initialization": {"provisioned": true},
+        "failureDomains": [{"name": "fd1", "controlPlane": true}],
+        "conditions": [{
+            "type": "Ready", "status": "True", "reason": "Ready", "message": "",
+            "lastTransitionTime": "2026-01-02T03:04:05Z", "observedGeneration": 2,
+        }],
+    });
+    let mut machine = v1beta2(
+        "DockerMachine",
+        "m1",
+        json!({
+            "providerID": "docker:////c1-m1",
+            "customImage": "kindest/node:v1.31.0",
+            "preLoadImages": ["nginx"],
+            "extraMounts": [{"containerPath": "/a", "hostPath": "/b", "readOnly": true}],
+            "bootstrapTimeout": "5m",
+        }),
+    );
+    machine["status"] = json!({
+        "initialization": {"provisioned": true},
+        "loadBalancerConfigured": false,
+        "addresses": [{"type": "Hostname", "address": "c1-m1"}],
+    });
+    let cluster_template = v1beta2(
+        "DockerClusterTemplate",
+        "ct1",
+        json!({"template": {
+            "metadata": {"labels": {"a": "b"}},
+            "spec": {"failureDomains": [{"name": "fd1", "controlPlane": false}]},
+        }}),
+    );
+    let mut machine_template = v1beta2(
+        "DockerMachineTemplate",
+        "mt1",
+        json!({"template": {"spec": {"customImage": "kindest/node:v1.31.0"}}}),
+    );
+    machine_template["status"] = json!({"capacity": {"cpu": "8", "memory": "16Gi"}});
+    let pool = v1beta2(
+        "DockerMachinePool",
+        "p1",
+        json!({
+            "template": {"customImage": "kindest/node:v1.31.0", "preLoadImages": ["nginx"]},
+            "providerIDList": ["docker:////c1-p1-a"],
+        }),
+    );
+    let pool_template = v1beta2(
+        "DockerMachinePoolTemplate",
+        "pt1",
+        json!({"template": {"spec": {"template": {"customImage": "kindest/node:v1.31.0"}}}}),
+    );
+    vec![
+        cluster,
+        cluster_template,
+        machine,
+        machine_template,
+        pool,
+        pool_template,
+    ]
+}
+
+#[test]
+fn every_kind_round_trips_through_v1beta1_without_loss() {
+    let hub = hub_objects();
+    let spokes = convert(V1BETA1, &hub);
+    assert_eq!(spokes.len(), hub.len());
+    for (spoke, original) in spokes.iter().zip(&hub) {
+        assert_eq!(spoke["apiVersion"], V1BETA1);
+        assert_eq!(spoke["kind"], original["kind"], "order and kinds are kept");
+        assert_eq!(spoke["metadata"]["name"], original["metadata"]["name"]);
+    }
+    assert_eq!(
+        spokes[0]["spec"]["failureDomains"],
+        json!({"fd1": {"controlPlane": true}, "fd2": {}}),
+        "v1beta1 clients see the failure domain map"
+    );
+    assert_eq!(spokes[0]["status"]["ready"], true);
+    let back = convert(V1BETA2, &spokes);
+    assert_eq!(back, hub, "v1beta2 → v1beta1 → v1beta2 must be lossless");
+}
+
+#[test]
+fn v1beta1_objects_are_served_as_v1beta2() {
+    let spoke = json!({
+        "apiVersion": V1BETA1,
+        "kind": "DockerCluster",
+        "metadata": {"name": "old", "namespace": "ns"},
+        "spec": {
+            "controlPlaneEndpoint": {"host": "", "port": 0},
+            "failureDomains": {"b": {"controlPlane": true}, "a": {}},
+        },
+    });
+    let hub = convert(V1BETA2, std::slice::from_ref(&spoke));
+    assert_eq!(hub[0]["apiVersion"], V1BETA2);
+    assert_eq!(
+        hub[0]["spec"]["failureDomains"],
+        json!([{"name": "a", "controlPlane": false}, {"name": "b", "controlPlane": true}])
+    );
+    let again = convert(V1BETA1, &hub);
+    let mut again = again[0].clone();
+    if let Some(annotations) = again["metadata"]["annotations"].as_object_mut() {
+        annotations.remove(CONVERSION_DATA_ANNOTATION);
+        if annotations.is_empty() {
+            again["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("annotations");
+        }
+    }
+    assert_eq!(
+        again, spoke,
+        "v1beta1 → v1beta2 → v1beta1 keeps what the client wrote"
+    );
+}
+
+#[test]
+fn objects_already_in_the_desired_version_pass_unchanged() {
+    let hub = hub_objects();
+    assert_eq!(convert(V1BETA2, &hub), hub);
+}
+
+#[test]
+fn one_bad_object_fails_the_review_and_is_named() {
+    let mut objects = hub_objects();
+    objects[2]["kind"] = json!("DevMachine");
+    let (status, body) = decode(review(&conversion_review(V1BETA1, &objects)));
+    assert_eq!(status, 200);
+    let response = &body["response"];
+    assert_eq!(response["uid"], UID);
+    assert_eq!(response["result"]["status"], "Failure");
+    assert_eq!(
+        response["result"]["message"],
+        "failed to convert object 2 (DevMachine ns/m1) to \
+         infrastructure.cluster.x-k8s.io/v1beta1: cannot convert kind DevMachine: not served by \
+         this provider"
+    );
+    assert_eq!(response["convertedObjects"], json!([]));
+}
+
+#[test]
+fn unknown_versions_fail_the_review() {
+    let (_, body) = decode(review(&conversion_review(
+        "infrastructure.cluster.x-k8s.io/v1alpha4",
+        &hub_objects(),
+    )));
+    assert_eq!(body["response"]["result"]["status"], "Failure");
+    let message = body["response"]["result"]["message"].as_str().unwrap();
+    assert!(message.contains("v1alpha4: not served"), "{message}");
+}
+
+#[test]
+fn malformed_reviews_get_http_400() {
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        ("not JSON", b"[".to_vec(), "failed to decode the ConversionReview"),
+        (
+            "admission review sent to /convert",
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+            "unsupported review admission.k8s.io/v1/AdmissionReview",
+        ),
+        (
+            "no request",
+            br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}"#.to_vec(),
+            "the ConversionReview has no request",
+        ),
+        (
+            "no desired version",
+            br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"x","objects":[]}}"#.to_vec(),
+            "missing field `desiredAPIVersion`",
+        ),
+    ];
+    for (case, body, fragment) in cases {
+        let (status, reply) = decode(review(&body));
+        assert_eq!(status, 400, "case {case:?}");
+        assert_eq!(
+            reply["response"]["result"]["status"], "Failure",
+            "case {case:?}"
+        );
+        let message = reply["response"]["result"]["message"].as_str().unwrap();
+        assert!(message.contains(fragment), "case {case:?}: {message}");
+    }
+}

@@ -1,0 +1,151 @@
+//! Packaging of the Gardener controller: the optional `config/gardener` kustomize component, added
+//! to `config/default` the way its README section says, turns the flag on and grants exactly what
+//! the controller does on `extensions.gardener.cloud` infrastructures.
+//!
+//! Needs `kubectl` (its built-in kustomize), like `tests/components.rs`.
+
+// Test crate: a failed expectation anywhere is a test failure with its message.
+#![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)]
+
+use std::path::{Component, Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .canonicalize()
+        .expect("the repository root")
+}
+
+/// `to` relative to `from` (kustomize refuses absolute paths to bases and components).
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let from: Vec<Component> = from.components().collect();
+    let to: Vec<Component> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut path = PathBuf::new();
+    for _ in common..from.len() {
+        path.push("..");
+    }
+    for part in &to[common..] {
+        path.push(part);
+    }
+    path
+}
+
+/// Renders `config/default` with the `config/gardener` component.
+fn render_with_component() -> Vec<Value> {
+    let overlay = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("gardener-overlay-{}", std::process::id()));
+    std::fs::create_dir_all(&overlay).expect("create the overlay folder");
+    let overlay = overlay.canonicalize().unwrap();
+    let root = relative(&overlay, &repo_root());
+    let kustomization = format!(
+        "resources:\n- {}\ncomponents:\n- {}\n",
+        root.join("config/default").display(),
+        root.join("config/gardener").display()
+    );
+    std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
+    let output = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&overlay)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("kubectl (>= 1.27, for its kustomize) is required but could not be run: {e}")
+        });
+    let _ = std::fs::remove_dir_all(&overlay);
+    assert!(
+        output.status.success(),
+        "kubectl kustomize failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("multi-document YAML");
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the rendered manifests"))
+}
+
+#[test]
+fn the_component_turns_the_controller_on_with_least_privilege() {
+    let objects = render_with_component();
+
+    let deployment = find(&objects, "Deployment", "capd-controller-manager");
+    let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--gardener-infrastructure"),
+        "the manager runs with --gardener-infrastructure: {args}"
+    );
+
+    let role = find(&objects, "ClusterRole", "capd-gardener-infrastructure-role");
+    assert_eq!(
+        role["rules"],
+        json!([
+            {"apiGroups": ["extensions.gardener.cloud"], "resources": ["infrastructures"],
+             "verbs": ["get", "list", "watch", "patch"]},
+            {"apiGroups": ["extensions.gardener.cloud"], "resources": ["infrastructures/status"],
+             "verbs": ["get", "patch"]},
+        ]),
+        "watch and patch (finalizer, annotation, status); never create, update or delete"
+    );
+    assert_eq!(
+        role["metadata"]["labels"]["cluster.x-k8s.io/provider"],
+        "infrastructure-docker"
+    );
+
+    let binding = find(
+        &objects,
+        "ClusterRoleBinding",
+        "capd-gardener-infrastructure-rolebinding",
+    );
+    assert_eq!(
+        binding["roleRef"]["name"],
+        "capd-gardener-infrastructure-role"
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "capd-manager", "namespace": "capd-system"}]),
+        "bound to the manager's service account"
+    );
+    let service_account = find(&objects, "ServiceAccount", "capd-manager");
+    assert_eq!(service_account["metadata"]["namespace"], "capd-system");
+
+    let events = find(&objects, "ClusterRole", "capd-manager-role")["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("events"))
+                && r["verbs"].as_array().unwrap().contains(&json!("create"))
+        });
+    assert!(
+        events,
+        "the manager role lets the controller publish Events"
+    );
+}
+
+#[test]
+fn without_the_component_nothing_about_gardener_is_deployed() {
+    let output = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(repo_root().join("config/default"))
+        .output()
+        .expect("kubectl runs");
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        !text.contains("gardener"),
+        "the clusterctl components stay free of the Gardener controller"
+    );
+}

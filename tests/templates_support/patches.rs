@@ -1,0 +1,232 @@
+//! What Cluster API's topology controller makes of a ClusterClass's inline patches for one Cluster:
+//! variable values (defaulted from their schemas), `builtin` values, `enabledIf`, selectors, and
+//! RFC 6902 `add`/`replace`/`remove` on each template the class references.
+
+use serde_json::{Map, Value, json};
+
+use super::refs::class_template_refs;
+use super::{gotemplate, str_at};
+
+/// A class template after patching, with the role it plays (`controlPlane`,
+/// `infrastructureCluster`, `md:<class>`) and, for workers, the topology machine deployment.
+pub struct Patched {
+    pub role: String,
+    pub machine_deployment: Option<String>,
+    pub object: Value,
+}
+
+/// Applies schema `default`s to absent object properties, recursively.
+fn defaulted(value: &mut Value, schema: &Value) {
+    if let (Value::Object(map), Some(props)) = (
+        &mut *value,
+        schema.get("properties").and_then(Value::as_object),
+    ) {
+        for (name, sub) in props {
+            if !map.contains_key(name)
+                && let Some(d) = sub.get("default")
+            {
+                map.insert(name.clone(), d.clone());
+            }
+            if let Some(child) = map.get_mut(name) {
+                defaulted(child, sub);
+            }
+        }
+    }
+}
+
+/// The variables a patch sees: the Cluster's values, else the schema default, defaulted inside.
+fn variables(class: &Value, cluster: &Value) -> Map<String, Value> {
+    let set = cluster
+        .pointer("/spec/topology/variables")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut out = Map::new();
+    for def in class["spec"]["variables"].as_array().into_iter().flatten() {
+        let name = str_at(def, "/name");
+        let schema = &def["schema"]["openAPIV3Schema"];
+        let value = set
+            .iter()
+            .find(|v| str_at(v, "/name") == name)
+            .map(|v| v["value"].clone())
+            .or_else(|| schema.get("default").cloned());
+        if let Some(mut value) = value {
+            defaulted(&mut value, schema);
+            out.insert(name.to_string(), value);
+        }
+    }
+    out
+}
+
+/// Every template of `class` patched for `cluster`; `objects` holds the templates.
+pub fn apply(class: &Value, cluster: &Value, objects: &[Value]) -> Result<Vec<Patched>, String> {
+    let topology = &cluster["spec"]["topology"];
+    let version = str_at(topology, "/version");
+    let vars = variables(class, cluster);
+    let builtin_cluster = json!({
+        "name": str_at(cluster, "/metadata/name"),
+        "namespace": str_at(cluster, "/metadata/namespace"),
+        "topology": {"version": version, "class": str_at(topology, "/classRef/name")},
+    });
+    let mut patched = Vec::new();
+    for (pointer, role) in class_template_refs(class) {
+        let r = class.pointer(&pointer).unwrap_or(&Value::Null);
+        let template = objects
+            .iter()
+            .find(|o| {
+                str_at(o, "/apiVersion") == str_at(r, "/apiVersion")
+                    && str_at(o, "/kind") == str_at(r, "/kind")
+                    && str_at(o, "/metadata/name") == str_at(r, "/name")
+            })
+            .ok_or_else(|| format!("{pointer}: template not found"))?;
+        // One copy per topology machine deployment of the class, one for the other roles.
+        let instances: Vec<(Option<String>, Value)> = match role.strip_prefix("md:") {
+            Some(md_class) => topology
+                .pointer("/workers/machineDeployments")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|md| str_at(md, "/class") == md_class)
+                .map(|md| {
+                    let name = str_at(md, "/name").to_string();
+                    let builtin = json!({"cluster": builtin_cluster, "machineDeployment": {
+                        "version": version, "class": md_class, "name": name,
+                        "topologyName": name, "replicas": md["replicas"]}});
+                    (Some(name), builtin)
+                })
+                .collect(),
+            None => {
+                let builtin = json!({"cluster": builtin_cluster, "controlPlane": {
+                    "version": version, "replicas": topology["controlPlane"]["replicas"],
+                    "name": format!("{}-control-plane", str_at(cluster, "/metadata/name"))}});
+                vec![(None, builtin)]
+            }
+        };
+        for (machine_deployment, builtin) in instances {
+            let mut data = vars.clone();
+            data.insert("builtin".into(), builtin);
+            let data = Value::Object(data);
+            let mut object = template.clone();
+            for patch in class["spec"]["patches"].as_array().into_iter().flatten() {
+                apply_patch(patch, &role, &data, &mut object)
+                    .map_err(|e| format!("patch {:?} on {pointer}: {e}", str_at(patch, "/name")))?;
+            }
+            patched.push(Patched {
+                role: role.clone(),
+                machine_deployment,
+                object,
+            });
+        }
+    }
+    Ok(patched)
+}
+
+fn apply_patch(patch: &Value, role: &str, data: &Value, object: &mut Value) -> Result<(), String> {
+    if let Some(condition) = patch.get("enabledIf").and_then(Value::as_str) {
+        match gotemplate::render(condition, data)?.trim() {
+            "true" => {}
+            "false" => return Ok(()),
+            other => return Err(format!("enabledIf gave {other:?}, not true or false")),
+        }
+    }
+    for def in patch["definitions"].as_array().into_iter().flatten() {
+        let selector = &def["selector"];
+        let matches_kind = str_at(selector, "/apiVersion") == str_at(object, "/apiVersion")
+            && str_at(selector, "/kind") == str_at(object, "/kind");
+        let resources = &selector["matchResources"];
+        let matches_role = match role.strip_prefix("md:") {
+            Some(class) => resources
+                .pointer("/machineDeploymentClass/names")
+                .and_then(Value::as_array)
+                .is_some_and(|names| names.iter().any(|n| n == class)),
+            None => resources[role] == Value::Bool(true),
+        };
+        if !(matches_kind && matches_role) {
+            continue;
+        }
+        for json_patch in def["jsonPatches"].as_array().into_iter().flatten() {
+            let value = patch_value(json_patch, data)?;
+            json_patch_op(
+                object,
+                str_at(json_patch, "/op"),
+                str_at(json_patch, "/path"),
+                value,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn patch_value(json_patch: &Value, data: &Value) -> Result<Option<Value>, String> {
+    if let Some(value) = json_patch.get("value") {
+        return Ok(Some(value.clone()));
+    }
+    let variable = str_at(json_patch, "/valueFrom/variable");
+    if !variable.is_empty() {
+        let pointer = format!("/{}", variable.replace('.', "/"));
+        return data
+            .pointer(&pointer)
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| format!("variable {variable:?} has no value"));
+    }
+    let template = str_at(json_patch, "/valueFrom/template");
+    if !template.is_empty() {
+        let text = gotemplate::render(template, data)?;
+        let value: Value = serde_saphyr::from_str(&text)
+            .map_err(|e| format!("template output is not YAML ({e}): {text}"))?;
+        return Ok(Some(value));
+    }
+    Ok(None)
+}
+
+/// RFC 6902 `add`, `replace` and `remove` (the operations a ClusterClass allows).
+pub fn json_patch_op(
+    doc: &mut Value,
+    op: &str,
+    path: &str,
+    value: Option<Value>,
+) -> Result<(), String> {
+    let (parent, last) = path
+        .rsplit_once('/')
+        .ok_or_else(|| format!("path {path:?} is not a JSON pointer"))?;
+    let key = last.replace("~1", "/").replace("~0", "~");
+    let target = doc
+        .pointer_mut(parent)
+        .ok_or_else(|| format!("{op} {path}: {parent:?} does not exist"))?;
+    let need = |v: Option<Value>| v.ok_or_else(|| format!("{op} {path} has no value"));
+    match target {
+        Value::Object(map) => match op {
+            "add" => {
+                map.insert(key, need(value)?);
+            }
+            "replace" if map.contains_key(&key) => {
+                map.insert(key, need(value)?);
+            }
+            "remove" if map.remove(&key).is_some() => {}
+            _ => return Err(format!("{op} {path}: {key:?} does not exist")),
+        },
+        Value::Array(items) => {
+            let index = if key == "-" && op == "add" {
+                items.len()
+            } else {
+                key.parse::<usize>()
+                    .map_err(|_| format!("{op} {path}: bad index"))?
+            };
+            match op {
+                "add" if index <= items.len() => items.insert(index, need(value)?),
+                "replace" if index < items.len() => items[index] = need(value)?,
+                "remove" if index < items.len() => {
+                    items.remove(index);
+                }
+                _ => return Err(format!("{op} {path}: index {index} out of range")),
+            }
+        }
+        _ => {
+            return Err(format!(
+                "{op} {path}: {parent:?} is not an object or a list"
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! End to end through a Kubernetes API: our CRDs (as generated into `config/crd/bases/`) installed
+//! in the test API server with conversion through our webhook server, reached like a cluster
+//! Service (`webhook-service.system.svc`) with a CA bundle. A v1beta1 client reads and writes
+//! objects stored as v1beta2, and what it cannot see survives its writes.
+
+// Test helpers: a failed expectation anywhere in this test crate is a test failure with its message.
+#![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)]
+
+mod webhook_support;
+
+use std::time::Duration;
+
+use base64::Engine;
+use capd::api::{v1beta1, v1beta2};
+use capd::manager::args::TlsMinVersion;
+use capd::webhooks::{Settings, WebhookConfig, WebhookServer};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::{Value, json};
+use testapiserver::{Options, TestApiServer};
+use tokio_util::sync::CancellationToken;
+use webhook_support::{Ca, write_pair};
+
+const GROUP: &str = "infrastructure.cluster.x-k8s.io";
+const NS: &str = "default";
+
+/// The test API server with our CRDs, converting through our webhook server.
+struct Cluster {
+    client: Client,
+    _api: testapiserver::Handle,
+    _certs: tempfile::TempDir,
+    stop: CancellationToken,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn cluster() -> Cluster {
+    let ca = Ca::new("capd-webhook-e2e");
+    let certs = tempfile::tempdir().unwrap();
+    // cert-manager's Certificate covers <service>.<namespace>.svc; the CRDs in bases/ name the
+    // Service before kustomize prefixes it.
+    write_pair(certs.path(), &ca.issue_for(&["webhook-service.system.svc"]));
+    let server = WebhookServer::bind(WebhookConfig {
+        host: Some("127.0.0.1".into()),
+        port: 0,
+        cert_dir: certs.path().to_path_buf(),
+        cert_name: "tls.crt".into(),
+        key_name: "tls.key".into(),
+        tls_min_version: TlsMinVersion::Tls12,
+        reload_interval: Duration::from_secs(5),
+        settings: Settings::default(),
+    })
+    .await
+    .unwrap();
+    let port = server.local_addr().unwrap().port();
+    let stop = CancellationToken::new();
+    tokio::spawn(server.serve(stop.clone()));
+
+    let mut options = Options::default();
+    options
+        .service_endpoints
+        .insert("system/webhook-service".into(), format!("127.0.0.1:{port}"));
+    let api = TestApiServer::start(options).await.unwrap();
+    let kubeconfig = Kubeconfig::from_yaml(api.kubeconfig_yaml()).unwrap();
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    let client = Client::try_from(config).unwrap();
+
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca.pem());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for plural in [
+        "dockerclusters",
+        "dockerclustertemplates",
+        "dockermachines",
+        "dockermachinetemplates",
+        "dockermachinepools",
+        "dockermachinepooltemplates",
+    ] {
+        let path = format!(
+            "{}/config/crd/bases/{GROUP}_{plural}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut crd: Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let client_config = &mut crd["spec"]["conversion"]["webhook"]["clientConfig"];
+        assert_eq!(
+            client_config["service"]["path"], "/convert",
+            "{plural}: conversion through our webhook"
+        );
+        // What cert-manager's CA injector does for `cert-manager.io/inject-ca-from`.
+        client_config["caBundle"] = json!(ca_bundle);
+        let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    Cluster {
+        client,
+        _api: api,
+        _certs: certs,
+        stop,
+    }
+}
+
+fn dynamic(client: &Client, version: &str, kind: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: GROUP.into(),
+        version: version.into(),
+        api_version: format!("{GROUP}/{version}"),
+        kind: kind.into(),
+        plural: format!("{}s", kind.to_lowercase()),
+    };
+    Api::namespaced_with(client.clone(), NS, &resource)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1beta1_client_reads_and_writes_docker_clusters_stored_as_v1beta2() {
+    let cluster = cluster().await;
+    let old: Api<v1beta1::DockerCluster> = Api::namespaced(cluster.client.clone(), NS);
+    let new: Api<v1beta2::DockerCluster> = Api::namespaced(cluster.client.clone(), NS);
+
+    // Created through v1beta1 (failure domains as a map) ...
+    let created: v1beta1::DockerCluster = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1beta1"),
+        "kind": "DockerCluster",
+        "metadata": {"name": "c1"},
+        "spec": {
+            "controlPlaneEndpoint": {"host": "", "port": 6443},
+            "failureDomains": {"fd2": {"controlPlane": true}, "fd1": {}},
+        },
+    }))
+    .unwrap();
+    old.create(&PostParams::default(), &created).await.unwrap();
+
+    // ... is a v1beta2 object (a sorted list) for v1beta2 clients.
+    let stored = new.get("c1").await.unwrap();
+    let domains: Vec<(String, Option<bool>)> = stored
+        .spec
+        .failure_domains
+        .iter()
+        .map(|d| (d.name.clone(), d.control_plane))
+        .collect();
+    assert_eq!(
+        domains,
+        [("fd1".into(), Some(false)), ("fd2".into(), Some(true))]
+    );
+    assert_eq!(stored.spec.control_plane_endpoint.port, 6443);
+
+    // The controller (a v1beta2 client) reports provisioning and a condition ...
+    let status = json!({
+        "apiVersion": format!("{GROUP}/v1beta2"),
+        "kind": "DockerCluster",
+        "status": {
+            "initialization": {"provisioned": true},
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                "lastTransitionTime": "2026-01-02T03:04:05Z",
+            }],
+        },
+    });
+    new.patch_status("c1", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+
+    // ... which a v1beta1 client sees as `ready` ...
+    let seen = old.get("c1").await.unwrap();
+    assert!(seen.status.as_ref().unwrap().ready, "{seen:?}");
+
+    // ... and its spec edit through v1beta1 keeps the v1beta2-only data.
+    let mut edited = seen.clone();
+    edited.spec.load_balancer.image_tag = "v2".into();
+    old.replace("c1", &PostParams::default(), &edited)
+        .await
+        .unwrap();
+    let after = new.get("c1").await.unwrap();
+    assert_eq!(after.spec.load_balancer.image_tag, "v2");
+    let status = after.status.unwrap();
+    assert_eq!(status.initialization.provisioned, Some(true));
+    assert_eq!(status.conditions.len(), 1);
+    assert_eq!(status.conditions[0].type_, "Ready");
+    assert!(
+        !after
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(capd::api::CONVERSION_DATA_ANNOTATION),
+        "the conversion-data annotation never reaches v1beta2 clients"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_round_trips_through_a_v1beta1_writer() {
+    let cluster = cluster().await;
+    let objects = [
+        (
+            "DockerCluster",
+            json!({"controlPlaneEndpoint": {"host": "10.0.0.1", "port": 6443},
+                   "failureDomains": [{"name": "a", "controlPlane": true, "attributes": {"zone": "1"}}]}),
+        ),
+        (
+            "DockerClusterTemplate",
+            json!({"template": {"metadata": {"labels": {"tier": "gold"}},
+                                "spec": {"loadBalancer": {"imageRepository": "kindest"}}}}),
+        ),
+        (
+            "DockerMachine",
+            json!({"customImage": "kindest/node:v1.31.0", "preLoadImages": ["nginx"],
+                   "extraMounts": [{"containerPath": "/a", "hostPath": "/b", "readOnly": true}],
+                   "bootstrapTimeout": "7m"}),
+        ),
+        (
+            "DockerMachineTemplate",
+            json!({"template": {"spec": {"customImage": "kindest/node:v1.31.0"}}}),
+        ),
+        (
+            "DockerMachinePool",
+            json!({"template": {"customImage": "kindest/node:v1.31.0", "preLoadImages": ["nginx"]},
+                   "providerIDList": ["docker:////c1-p1-a"]}),
+        ),
+        (
+            "DockerMachinePoolTemplate",
+            json!({"template": {"spec": {"template": {"extraMounts": [{"containerPath": "/a", "hostPath": "/b"}]}}}}),
+        ),
+    ];
+    for (kind, spec) in objects {
+        let hub = dynamic(&cluster.client, "v1beta2", kind);
+        let spoke = dynamic(&cluster.client, "v1beta1", kind);
+        let name = kind.to_lowercase();
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": format!("{GROUP}/v1beta2"),
+            "kind": kind,
+            "metadata": {"name": name},
+            "spec": spec,
+        }))
+        .unwrap();
+        hub.create(&PostParams::default(), &object).await.unwrap();
+
+        // A v1beta1 client reads it and writes it back with a label of its own.
+        let mut seen = spoke.get(&name).await.unwrap();
+        assert_eq!(
+            seen.types.as_ref().unwrap().api_version,
+            format!("{GROUP}/v1beta1"),
+            "{kind}"
+        );
+        seen.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("edited-by".into(), "v1beta1".into());
+        spoke
+            .replace(&name, &PostParams::default(), &seen)
+            .await
+            .unwrap();
+
+        let after = hub.get(&name).await.unwrap();
+        assert_eq!(
+            after.data["spec"], spec,
+            "{kind}: spec survives the v1beta1 write"
+        );
+        assert_eq!(
+            after.metadata.labels.unwrap_or_default()["edited-by"],
+            "v1beta1",
+            "{kind}"
+        );
+    }
+}
