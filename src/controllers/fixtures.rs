@@ -13,7 +13,7 @@ use crate::api::capi::{
 };
 use crate::api::conditions::{Condition, ConditionStatus, set_condition};
 use crate::api::v1beta2::{
-    APIEndpoint, DockerCluster, DockerClusterSpec, DockerMachine, DockerMachineSpec, FailureDomain,
+    DockerCluster, DockerClusterSpec, DockerMachine, DockerMachineSpec, FailureDomain,
 };
 use crate::api::{
     CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, DOCKER_CLUSTER_FINALIZER, DOCKER_MACHINE_FINALIZER,
@@ -66,9 +66,33 @@ fn delete(meta: &mut ObjectMeta) {
     meta.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
 }
 
-impl Cluster {
+fn initialization_mut(cluster: &mut Cluster) -> &mut ClusterInitializationStatus {
+    cluster
+        .status
+        .get_or_insert_with(ClusterStatus::default)
+        .initialization
+        .get_or_insert_with(Default::default)
+}
+
+/// Fixture builders of `Cluster`.
+pub trait ClusterFixture: Sized {
     /// A Cluster referring to the DockerCluster of the same name.
-    pub fn test(name: &str) -> Self {
+    fn test(name: &str) -> Self;
+    /// `spec.paused: true`.
+    fn paused(self) -> Self;
+    /// `status.initialization.infrastructureProvisioned: true`.
+    fn with_infrastructure_provisioned(self) -> Self;
+    /// `status.initialization.controlPlaneInitialized: true`.
+    fn with_control_plane_initialized(self) -> Self;
+    /// Pod CIDR blocks.
+    fn pods(self, cidrs: &[&str]) -> Self;
+    /// Service CIDR blocks.
+    fn services(self, cidrs: &[&str]) -> Self;
+}
+
+impl ClusterFixture for Cluster {
+    /// A Cluster referring to the DockerCluster of the same name.
+    fn test(name: &str) -> Self {
         Cluster {
             metadata: meta(name),
             spec: ClusterSpec {
@@ -83,43 +107,26 @@ impl Cluster {
         }
     }
 
-    fn initialization_mut(&mut self) -> &mut ClusterInitializationStatus {
-        self.status
-            .get_or_insert_with(ClusterStatus::default)
-            .initialization
-            .get_or_insert_with(Default::default)
-    }
-
     /// `spec.paused: true`.
-    pub fn paused(mut self) -> Self {
+    fn paused(mut self) -> Self {
         self.spec.paused = Some(true);
         self
     }
 
     /// `status.initialization.infrastructureProvisioned: true`.
-    pub fn with_infrastructure_provisioned(mut self) -> Self {
-        self.initialization_mut().infrastructure_provisioned = Some(true);
+    fn with_infrastructure_provisioned(mut self) -> Self {
+        initialization_mut(&mut self).infrastructure_provisioned = Some(true);
         self
     }
 
     /// `status.initialization.controlPlaneInitialized: true`.
-    pub fn with_control_plane_initialized(mut self) -> Self {
-        self.initialization_mut().control_plane_initialized = Some(true);
-        self
-    }
-
-    /// A `spec.controlPlaneRef`.
-    pub fn with_control_plane_ref(mut self) -> Self {
-        self.spec.control_plane_ref = Some(ContractVersionedObjectReference {
-            api_group: "controlplane.cluster.x-k8s.io".into(),
-            kind: "KubeadmControlPlane".into(),
-            name: "cp".into(),
-        });
+    fn with_control_plane_initialized(mut self) -> Self {
+        initialization_mut(&mut self).control_plane_initialized = Some(true);
         self
     }
 
     /// Pod CIDR blocks.
-    pub fn pods(mut self, cidrs: &[&str]) -> Self {
+    fn pods(mut self, cidrs: &[&str]) -> Self {
         self.spec
             .cluster_network
             .get_or_insert_with(ClusterNetwork::default)
@@ -130,7 +137,7 @@ impl Cluster {
     }
 
     /// Service CIDR blocks.
-    pub fn services(mut self, cidrs: &[&str]) -> Self {
+    fn services(mut self, cidrs: &[&str]) -> Self {
         self.spec
             .cluster_network
             .get_or_insert_with(ClusterNetwork::default)
@@ -141,9 +148,25 @@ impl Cluster {
     }
 }
 
-impl Machine {
+/// Fixture builders of `Machine`.
+pub trait MachineFixture: Sized {
     /// A worker Machine of cluster `c1` pointing at the DockerMachine of the same name.
-    pub fn test(name: &str) -> Self {
+    fn test(name: &str) -> Self;
+    /// Labelled as a control plane Machine.
+    fn control_plane(self) -> Self;
+    /// Being deleted.
+    fn deleting(self) -> Self;
+    /// With bootstrap data in Secret `secret`.
+    fn with_bootstrap_secret(self, secret: &str) -> Self;
+    /// Placed in failure domain `fd`.
+    fn in_failure_domain(self, fd: &str) -> Self;
+    /// Joined as Node `node`.
+    fn with_node(self, node: &str) -> Self;
+}
+
+impl MachineFixture for Machine {
+    /// A worker Machine of cluster `c1` pointing at the DockerMachine of the same name.
+    fn test(name: &str) -> Self {
         let mut metadata = meta(name);
         add_label(&mut metadata, CLUSTER_NAME_LABEL, "c1");
         Machine {
@@ -164,31 +187,31 @@ impl Machine {
     }
 
     /// Labelled as a control plane Machine.
-    pub fn control_plane(mut self) -> Self {
+    fn control_plane(mut self) -> Self {
         add_label(&mut self.metadata, CONTROL_PLANE_LABEL, "");
         self
     }
 
     /// Being deleted.
-    pub fn deleting(mut self) -> Self {
+    fn deleting(mut self) -> Self {
         delete(&mut self.metadata);
         self
     }
 
     /// With bootstrap data in Secret `secret`.
-    pub fn with_bootstrap_secret(mut self, secret: &str) -> Self {
+    fn with_bootstrap_secret(mut self, secret: &str) -> Self {
         self.spec.bootstrap.data_secret_name = Some(secret.into());
         self
     }
 
     /// Placed in failure domain `fd`.
-    pub fn in_failure_domain(mut self, fd: &str) -> Self {
+    fn in_failure_domain(mut self, fd: &str) -> Self {
         self.spec.failure_domain = Some(fd.into());
         self
     }
 
     /// Joined as Node `node`.
-    pub fn with_node(mut self, node: &str) -> Self {
+    fn with_node(mut self, node: &str) -> Self {
         self.status = Some(MachineStatus {
             node_ref: Some(MachineNodeReference { name: node.into() }),
         });
@@ -196,9 +219,27 @@ impl Machine {
     }
 }
 
-impl DockerCluster {
+/// Fixture builders of `DockerCluster`.
+pub trait DockerClusterFixture: Sized {
     /// A DockerCluster `name` with no owner yet.
-    pub fn test(name: &str) -> Self {
+    fn test(name: &str) -> Self;
+    /// Owned by Cluster `cluster`.
+    fn owned_by(self, cluster: &str) -> Self;
+    /// Carrying our finalizer.
+    fn with_finalizer(self) -> Self;
+    /// Being deleted.
+    fn deleting(self) -> Self;
+    /// Annotated as paused.
+    fn paused(self) -> Self;
+    /// Annotated as managed by another system.
+    fn externally_managed(self) -> Self;
+    /// With failure domains named `names`.
+    fn failure_domains(self, names: &[&str]) -> Self;
+}
+
+impl DockerClusterFixture for DockerCluster {
+    /// A DockerCluster `name` with no owner yet.
+    fn test(name: &str) -> Self {
         DockerCluster {
             metadata: meta(name),
             spec: DockerClusterSpec::default(),
@@ -207,47 +248,38 @@ impl DockerCluster {
     }
 
     /// Owned by Cluster `cluster`.
-    pub fn owned_by(mut self, cluster: &str) -> Self {
+    fn owned_by(mut self, cluster: &str) -> Self {
         add_owner(&mut self.metadata, "Cluster", cluster);
         add_label(&mut self.metadata, CLUSTER_NAME_LABEL, cluster);
         self
     }
 
     /// Carrying our finalizer.
-    pub fn with_finalizer(mut self) -> Self {
+    fn with_finalizer(mut self) -> Self {
         self.metadata.finalizers = Some(vec![DOCKER_CLUSTER_FINALIZER.into()]);
         self
     }
 
     /// Being deleted.
-    pub fn deleting(mut self) -> Self {
+    fn deleting(mut self) -> Self {
         delete(&mut self.metadata);
         self
     }
 
     /// Annotated as paused.
-    pub fn paused(mut self) -> Self {
+    fn paused(mut self) -> Self {
         add_annotation(&mut self.metadata, PAUSED_ANNOTATION, "");
         self
     }
 
     /// Annotated as managed by another system.
-    pub fn externally_managed(mut self) -> Self {
+    fn externally_managed(mut self) -> Self {
         add_annotation(&mut self.metadata, MANAGED_BY_ANNOTATION, "other");
         self
     }
 
-    /// With `spec.controlPlaneEndpoint`.
-    pub fn endpoint(mut self, host: &str, port: i32) -> Self {
-        self.spec.control_plane_endpoint = APIEndpoint {
-            host: host.into(),
-            port,
-        };
-        self
-    }
-
     /// With failure domains named `names`.
-    pub fn failure_domains(mut self, names: &[&str]) -> Self {
+    fn failure_domains(mut self, names: &[&str]) -> Self {
         self.spec.failure_domains = names
             .iter()
             .map(|n| FailureDomain {
@@ -260,9 +292,31 @@ impl DockerCluster {
     }
 }
 
-impl DockerMachine {
+/// Fixture builders of `DockerMachine`.
+pub trait DockerMachineFixture: Sized {
     /// A DockerMachine `name` of cluster `c1` with no owner yet.
-    pub fn test(name: &str) -> Self {
+    fn test(name: &str) -> Self;
+    /// Owned by Machine `machine`.
+    fn owned_by(self, machine: &str) -> Self;
+    /// Carrying our finalizer.
+    fn with_finalizer(self) -> Self;
+    /// Being deleted.
+    fn deleting(self) -> Self;
+    /// Annotated as paused.
+    fn paused(self) -> Self;
+    /// With `spec.providerID` set.
+    fn provisioned_as(self, container: &str) -> Self;
+    /// With the load balancer weight annotation.
+    fn weighted(self, weight: &str) -> Self;
+    /// With images to preload.
+    fn preloading(self, images: &[&str]) -> Self;
+    /// With a condition already recorded.
+    fn with_condition(self, type_: &str, status: ConditionStatus, reason: &str) -> Self;
+}
+
+impl DockerMachineFixture for DockerMachine {
+    /// A DockerMachine `name` of cluster `c1` with no owner yet.
+    fn test(name: &str) -> Self {
         let mut metadata = meta(name);
         add_label(&mut metadata, CLUSTER_NAME_LABEL, "c1");
         DockerMachine {
@@ -273,49 +327,49 @@ impl DockerMachine {
     }
 
     /// Owned by Machine `machine`.
-    pub fn owned_by(mut self, machine: &str) -> Self {
+    fn owned_by(mut self, machine: &str) -> Self {
         add_owner(&mut self.metadata, "Machine", machine);
         self
     }
 
     /// Carrying our finalizer.
-    pub fn with_finalizer(mut self) -> Self {
+    fn with_finalizer(mut self) -> Self {
         self.metadata.finalizers = Some(vec![DOCKER_MACHINE_FINALIZER.into()]);
         self
     }
 
     /// Being deleted.
-    pub fn deleting(mut self) -> Self {
+    fn deleting(mut self) -> Self {
         delete(&mut self.metadata);
         self
     }
 
     /// Annotated as paused.
-    pub fn paused(mut self) -> Self {
+    fn paused(mut self) -> Self {
         add_annotation(&mut self.metadata, PAUSED_ANNOTATION, "");
         self
     }
 
     /// With `spec.providerID` set.
-    pub fn provisioned_as(mut self, container: &str) -> Self {
+    fn provisioned_as(mut self, container: &str) -> Self {
         self.spec.provider_id = crate::docker::node::provider_id(container);
         self
     }
 
     /// With the load balancer weight annotation.
-    pub fn weighted(mut self, weight: &str) -> Self {
+    fn weighted(mut self, weight: &str) -> Self {
         add_annotation(&mut self.metadata, crate::api::WEIGHT_ANNOTATION, weight);
         self
     }
 
     /// With images to preload.
-    pub fn preloading(mut self, images: &[&str]) -> Self {
+    fn preloading(mut self, images: &[&str]) -> Self {
         self.spec.pre_load_images = images.iter().map(|i| i.to_string()).collect();
         self
     }
 
     /// With a condition already recorded.
-    pub fn with_condition(mut self, type_: &str, status: ConditionStatus, reason: &str) -> Self {
+    fn with_condition(mut self, type_: &str, status: ConditionStatus, reason: &str) -> Self {
         let conditions = &mut self.status.get_or_insert_with(Default::default).conditions;
         set_condition(conditions, Condition::new(type_, status, reason, ""));
         self

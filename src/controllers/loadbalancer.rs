@@ -219,6 +219,7 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
+    use crate::controllers::fixtures::*;
     use crate::docker::types::EndpointAddresses;
 
     fn container(name: &str, ip: [u8; 4]) -> ContainerInfo {

@@ -159,6 +159,7 @@ pub fn log_invalid<K>(guarded: &DeserializeGuard<K>, kind: &str) {
 mod tests {
     use super::*;
     use crate::api::capi::ContractVersionedObjectReference;
+    use crate::controllers::fixtures::*;
 
     #[test]
     fn clusters_map_to_their_docker_cluster_by_group_and_kind() {

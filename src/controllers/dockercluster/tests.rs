@@ -5,6 +5,7 @@ use crate::api::conditions::{
     find_condition,
 };
 use crate::api::v1beta2::{APIEndpoint, DockerCluster};
+use crate::controllers::fixtures::*;
 
 #[test]
 fn an_externally_managed_cluster_is_left_alone() {
@@ -177,6 +178,7 @@ mod scenarios {
     use super::super::infra;
     use crate::api::v1beta2::DockerCluster;
     use crate::controllers::fixtures::test_context;
+    use crate::controllers::fixtures::*;
     use crate::docker::network::CREATED_BY_LABEL;
     use crate::docker::node::{NodeRole, NodeSpec, create_node};
     use crate::docker::{ContainerRuntime, FakeRuntime};

@@ -120,6 +120,7 @@ pub fn bootstrap_mode(mode: KindMode) -> crate::bootstrap::KindMode {
 mod tests {
     use super::*;
     use crate::api::v1beta2::Mount;
+    use crate::controllers::fixtures::*;
 
     fn env() -> Environment {
         Environment {

@@ -11,6 +11,7 @@ use crate::api::conditions::{
 };
 use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachineStatus};
 use crate::controllers::context::EventKind;
+use crate::controllers::fixtures::*;
 use crate::controllers::tasks::TaskState;
 
 fn owners<'a>(machine: &'a Machine, cluster: &'a Cluster, dc: &'a DockerCluster) -> Owners<'a> {
