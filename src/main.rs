@@ -5,11 +5,7 @@
 
 use std::process::ExitCode;
 
-use std::sync::Arc;
-
-use capd::docker::{ContainerRuntime, DockerEngine};
-use capd::gardener;
-use capd::manager::{self, Args, Wiring, error_chain, telemetry};
+use capd::manager::{self, Args, error_chain, telemetry};
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
@@ -33,11 +29,7 @@ fn main() -> ExitCode {
         let shutdown = CancellationToken::new();
         manager::spawn_signal_handler(shutdown.clone())
             .map_err(|e| format!("install signal handlers: {}", error_chain(&e)))?;
-        let wiring = if args.gardener_infrastructure {
-            gardener_wiring().await?
-        } else {
-            capd::controllers::wiring()
-        };
+        let wiring = capd::controllers::wiring(args.gardener_infrastructure);
         manager::run(args, wiring, shutdown)
             .await
             .map_err(|e| error_chain(&e))
@@ -54,23 +46,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The Gardener `Infrastructure` controller (`--gardener-infrastructure`) on the Docker engine
-/// named by `DOCKER_HOST` (default: the local socket), which the manager checks before starting.
-async fn gardener_wiring() -> Result<Wiring, String> {
-    let engine = DockerEngine::connect()
-        .await
-        .map_err(|e| format!("cannot reach the Docker engine: {}", error_chain(&e)))?;
-    let runtime: Arc<dyn ContainerRuntime> = Arc::new(engine);
-    let checked = runtime.clone();
-    Ok(Wiring {
-        engine_check: Some(Box::pin(async move {
-            let host = checked.host_info().await?;
-            Ok(format!("Docker {}", host.server_version))
-        })),
-        start_controllers: Box::new(move |context, stop| {
-            vec![gardener::controller_task(context, runtime, stop)]
-        }),
-    })
 }

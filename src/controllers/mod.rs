@@ -39,8 +39,9 @@ use crate::manager::{ControllerTask, Wiring};
 pub const UNPRIVILEGED_ENV: &str = "CAPD_RS_UNPRIVILEGED_CONTAINERS";
 
 /// The manager wiring of this provider: the Docker engine check (which also opens the engine
-/// client the controllers use) and the controllers themselves.
-pub fn wiring() -> Wiring {
+/// client the controllers use) and the controllers themselves, plus the Gardener `Infrastructure`
+/// controller when `gardener_infrastructure` is set (`--gardener-infrastructure`).
+pub fn wiring(gardener_infrastructure: bool) -> Wiring {
     let engine: Arc<OnceLock<Arc<dyn ContainerRuntime>>> = Arc::new(OnceLock::new());
     let slot = engine.clone();
     let engine_check = async move {
@@ -66,7 +67,17 @@ pub fn wiring() -> Wiring {
     Wiring {
         engine_check: Some(engine_check),
         start_controllers: Box::new(move |context, stop| match engine.get() {
-            Some(runtime) => start::start(context, runtime.clone(), stop),
+            Some(runtime) => {
+                let mut tasks = start::start(context.clone(), runtime.clone(), stop.clone());
+                if gardener_infrastructure {
+                    tasks.push(crate::gardener::controller_task(
+                        context,
+                        runtime.clone(),
+                        stop,
+                    ));
+                }
+                tasks
+            }
             None => vec![ControllerTask {
                 name: "docker-engine",
                 future: async {
