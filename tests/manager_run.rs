@@ -150,6 +150,12 @@ async fn not_ready_until_crds_are_served_then_leads_runs_controllers_and_release
             .filter(|(code, _)| *code == 200)
     })
     .await;
+    // Readiness does not wait for leadership (a standby is ready too): the controllers start
+    // once the Lease is won, a moment later.
+    eventually(SOON, "the controllers to start", || async {
+        (probe.starts.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
     assert_eq!(probe.starts.load(Ordering::SeqCst), 1);
     let leader = holder(&api).expect("the Lease is created");
     assert!(
