@@ -74,11 +74,15 @@ async fn the_flag_runs_the_controller_in_the_manager() {
         networks: vec![network.clone()],
     };
     let env = Env::without_controller("shoot--it--manager").await;
-    // The manager waits for its own CRDs before it starts controllers.
+    // The manager waits for its own CRDs and Cluster API core's Cluster and Machine before it
+    // starts controllers (minimal stand-ins for the latter: this test does not exercise them).
     let bases = concat!(env!("CARGO_MANIFEST_DIR"), "/config/crd/bases");
     for entry in std::fs::read_dir(bases).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         install_crd(&env.client, serde_saphyr::from_str(&text).unwrap()).await;
+    }
+    for (kind, plural) in [("Cluster", "clusters"), ("Machine", "machines")] {
+        install_crd(&env.client, minimal_capi_crd(kind, plural)).await;
     }
     let manager = Manager::start(env.server.kubeconfig_path());
 

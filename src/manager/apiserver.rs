@@ -19,9 +19,19 @@ pub const USER_AGENT: &str = "capd-rs-controller-manager";
 /// The API group and version our CRDs are served at.
 pub const INFRASTRUCTURE_GROUP_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
 
-/// The resources the controllers watch; start-up waits until discovery lists all of them.
-pub const REQUIRED_RESOURCES: [&str; 3] =
-    ["dockerclusters", "dockermachines", "dockermachinetemplates"];
+/// The API group and version of the Cluster API core objects the controllers read.
+pub const CLUSTER_API_GROUP_VERSION: &str = "cluster.x-k8s.io/v1beta2";
+
+/// The resources the controllers watch, by group version; start-up waits until discovery lists
+/// all of them: ours (installed with the provider) and Cluster API core's (installed by
+/// `clusterctl init` with the core provider), without which no watch could start.
+pub const REQUIRED_RESOURCES: [(&str, &[&str]); 2] = [
+    (
+        INFRASTRUCTURE_GROUP_VERSION,
+        &["dockerclusters", "dockermachines", "dockermachinetemplates"],
+    ),
+    (CLUSTER_API_GROUP_VERSION, &["clusters", "machines"]),
+];
 
 /// How long the reachability check may take.
 pub const REACHABILITY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -135,10 +145,11 @@ pub async fn check_reachable(client: &Client, url: &str) -> Result<String, ApiSe
     }
 }
 
-/// The required resources discovery does not list (in [`REQUIRED_RESOURCES`] order).
-pub fn missing_resources(served: &APIResourceList) -> Vec<&'static str> {
-    REQUIRED_RESOURCES
-        .into_iter()
+/// The `required` resources that `served` does not list (in `required` order).
+pub fn missing_resources(required: &[&'static str], served: &APIResourceList) -> Vec<&'static str> {
+    required
+        .iter()
+        .copied()
         .filter(|required| !served.resources.iter().any(|r| r.name == *required))
         .collect()
 }
@@ -152,10 +163,10 @@ pub enum CrdWait {
     Cancelled,
 }
 
-/// Polls discovery until `infrastructure.cluster.x-k8s.io/v1beta2` lists every required
-/// resource, logging what it waits for when that changes and every 30 seconds. Failures are
-/// logged and retried, except rejected credentials (`/version` needs none, so they first show
-/// here), which no amount of waiting fixes.
+/// Polls discovery until every group version of [`REQUIRED_RESOURCES`] lists its resources,
+/// logging what it waits for when that changes and every 30 seconds. Failures are logged and
+/// retried, except rejected credentials (`/version` needs none, so they first show here), which no
+/// amount of waiting fixes.
 pub async fn wait_for_crds(
     client: &Client,
     url: &str,
@@ -163,45 +174,43 @@ pub async fn wait_for_crds(
 ) -> Result<CrdWait, ApiServerError> {
     let mut last_report: Option<(String, tokio::time::Instant)> = None;
     loop {
-        let discovered = client
-            .list_api_group_resources(INFRASTRUCTURE_GROUP_VERSION)
-            .await;
-        let waiting_for = match discovered {
-            Ok(list) => {
-                let missing = missing_resources(&list);
-                if missing.is_empty() {
-                    tracing::info!(
-                        group_version = INFRASTRUCTURE_GROUP_VERSION,
-                        "CRDs are served"
-                    );
-                    return Ok(CrdWait::Served);
+        let mut waiting_for = Vec::new();
+        for (group_version, required) in REQUIRED_RESOURCES {
+            match client.list_api_group_resources(group_version).await {
+                Ok(list) => {
+                    let missing = missing_resources(required, &list);
+                    if !missing.is_empty() {
+                        waiting_for.push(format!(
+                            "{group_version}: resources {} not served yet",
+                            missing.join(", ")
+                        ));
+                    }
                 }
-                format!("resources {} not served yet", missing.join(", "))
+                Err(kube::Error::Api(status)) if status.code == 404 => waiting_for.push(format!(
+                    "{group_version}: not served yet (CRDs not installed)"
+                )),
+                Err(kube::Error::Api(status)) if status.code == 401 => {
+                    return Err(ApiServerError::Unauthorized {
+                        url: url.to_owned(),
+                        source: kube::Error::Api(status),
+                    });
+                }
+                Err(error) => waiting_for.push(format!(
+                    "{group_version}: discovery failed: {}",
+                    super::telemetry::error_chain(&error)
+                )),
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => {
-                "API group version not served yet (CRDs not installed)".to_owned()
-            }
-            Err(kube::Error::Api(status)) if status.code == 401 => {
-                return Err(ApiServerError::Unauthorized {
-                    url: url.to_owned(),
-                    source: kube::Error::Api(status),
-                });
-            }
-            Err(error) => format!(
-                "discovery failed: {}",
-                super::telemetry::error_chain(&error)
-            ),
-        };
+        }
+        if waiting_for.is_empty() {
+            tracing::info!("CRDs are served");
+            return Ok(CrdWait::Served);
+        }
+        let waiting_for = waiting_for.join("; ");
         let due = last_report.as_ref().is_none_or(|(said, at)| {
             *said != waiting_for || at.elapsed() >= Duration::from_secs(30)
         });
         if due {
-            tracing::info!(
-                group_version = INFRASTRUCTURE_GROUP_VERSION,
-                required = REQUIRED_RESOURCES.join(",").as_str(),
-                reason = waiting_for.as_str(),
-                "Waiting for CRDs"
-            );
+            tracing::info!(reason = waiting_for.as_str(), "Waiting for CRDs");
             last_report = Some((waiting_for, tokio::time::Instant::now()));
         }
         tokio::select! {
@@ -230,10 +239,13 @@ mod tests {
     }
 
     #[test]
-    fn all_three_resources_are_needed() {
-        assert_eq!(missing_resources(&served(&[])), REQUIRED_RESOURCES.to_vec());
+    fn every_watched_resource_of_ours_and_of_cluster_api_is_needed() {
+        let [(ours, infra), (core, capi)] = REQUIRED_RESOURCES;
+        assert_eq!(ours, INFRASTRUCTURE_GROUP_VERSION);
+        assert_eq!(core, CLUSTER_API_GROUP_VERSION);
+        assert_eq!(missing_resources(infra, &served(&[])), infra.to_vec());
         assert_eq!(
-            missing_resources(&served(&["dockerclusters", "dockermachines/status"])),
+            missing_resources(infra, &served(&["dockerclusters", "dockermachines/status"])),
             ["dockermachines", "dockermachinetemplates"]
         );
         let all = served(&[
@@ -243,7 +255,11 @@ mod tests {
             "dockermachinetemplates",
             "dockerclustertemplates",
         ]);
-        assert!(missing_resources(&all).is_empty());
+        assert!(missing_resources(infra, &all).is_empty());
+        assert_eq!(
+            missing_resources(capi, &served(&["clusters", "machinesets"])),
+            ["machines"]
+        );
     }
 
     #[tokio::test]

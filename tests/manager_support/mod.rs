@@ -74,6 +74,7 @@ impl FakeApi {
                 "/apis/infrastructure.cluster.x-k8s.io/v1beta2",
                 get(discovery),
             )
+            .route("/apis/cluster.x-k8s.io/v1beta2", get(capi_discovery))
             .route(lease_path, get(get_lease).put(replace_lease))
             .route(
                 "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
@@ -186,6 +187,17 @@ async fn discovery(State(state): Shared, headers: HeaderMap) -> Reply {
             resource("dockermachines", "DockerMachine"),
             resource("dockermachinetemplates", "DockerMachineTemplate"),
         ],
+    });
+    (StatusCode::OK, Json(body))
+}
+
+/// Discovery of Cluster API core's group, always served: `serve_crds` stands for installing ours.
+async fn capi_discovery() -> Reply {
+    let resource = |name: &str, kind: &str| json!({"name": name, "singularName": "", "namespaced": true, "kind": kind, "verbs": ["get", "list", "watch"]});
+    let body = json!({
+        "kind": "APIResourceList", "apiVersion": "v1",
+        "groupVersion": "cluster.x-k8s.io/v1beta2",
+        "resources": [resource("clusters", "Cluster"), resource("machines", "Machine")],
     });
     (StatusCode::OK, Json(body))
 }
