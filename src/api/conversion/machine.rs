@@ -40,6 +40,7 @@ fn status_up(status: &v1beta1::DockerMachineStatus) -> v1beta2::DockerMachineSta
         },
         load_balancer_configured: status.load_balancer_configured,
         addresses: status.addresses.clone(),
+        failure_domain: None,
         deprecated: v1beta2::DeprecatedStatus {
             v1beta1: v1beta2::V1Beta1DeprecatedStatus {
                 conditions: status.conditions.clone(),
@@ -73,6 +74,8 @@ pub fn docker_machine_to_hub(
         restore_if_unchanged(&mut status.initialization, &restored.initialization, |i| {
             i.provisioned.unwrap_or(false)
         });
+        // v1beta1 has no field for it: always restored.
+        status.failure_domain.clone_from(&restored.failure_domain);
     }
     Ok(v1beta2::DockerMachine {
         metadata,

@@ -130,6 +130,12 @@ pub struct DockerMachineStatus {
     /// Addresses of the node: its host name, then an internal and an external address per IP.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<MachineAddress>,
+    /// Failure domain the node container runs in: the owner Machine's `spec.failureDomain`, also
+    /// recorded on the container as the label `io.x-k8s.cluster.failureDomain`. (Added after the
+    /// CAPD 1.12 schema, as later CAPD releases have it; v1beta1 keeps it in the conversion data.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub failure_domain: Option<String>,
     /// Fields kept for v1beta1 clients; removed together with the v1beta1 API.
     #[serde(default, skip_serializing_if = "is_default")]
     pub deprecated: DeprecatedStatus,

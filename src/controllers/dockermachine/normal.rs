@@ -191,10 +191,11 @@ async fn run_steps(
     if running {
         work.set(decide::provisioned(generation));
         let addresses = node_addresses(ctx.runtime.as_ref(), &name, ctx.network(), family).await?;
-        work.working
-            .status
-            .get_or_insert_with(Default::default)
-            .addresses = api_addresses(addresses);
+        let status = work.working.status.get_or_insert_with(Default::default);
+        status.addresses = api_addresses(addresses);
+        status
+            .failure_domain
+            .clone_from(&machine.spec.failure_domain);
     }
 
     // 2. The load balancer (control planes).

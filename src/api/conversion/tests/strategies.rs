@@ -263,15 +263,24 @@ pub(super) fn hub_machine() -> impl Strategy<Value = v1beta2::DockerMachine> {
         provisioned(),
         any::<bool>(),
         addresses(),
+        prop::option::of(word()),
         legacy_conditions(),
     )
         .prop_map(
-            |(conditions, provisioned, load_balancer_configured, addresses, legacy)| {
+            |(
+                conditions,
+                provisioned,
+                load_balancer_configured,
+                addresses,
+                failure_domain,
+                legacy,
+            )| {
                 v1beta2::DockerMachineStatus {
                     conditions,
                     initialization: v1beta2::DockerMachineInitializationStatus { provisioned },
                     load_balancer_configured,
                     addresses,
+                    failure_domain,
                     deprecated: v1beta2::DeprecatedStatus {
                         v1beta1: v1beta2::V1Beta1DeprecatedStatus { conditions: legacy },
                     },
