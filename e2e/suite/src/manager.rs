@@ -18,7 +18,8 @@ pub struct Manager {
     pub health_port: u16,
 }
 
-/// The manager binary; panics with instructions when it is missing or older than the sources.
+/// The manager binary; panics with instructions when it is missing, warns when it may be older
+/// than the sources.
 pub fn manager_binary() -> PathBuf {
     if let Ok(path) = std::env::var(MANAGER_ENV)
         && !path.is_empty()
@@ -29,12 +30,13 @@ pub fn manager_binary() -> PathBuf {
         .map(|dir| dir.join("manager"))
         .filter(|p| p.is_file())
         .expect("the manager binary is missing: run `cargo build --bin manager` (or `cargo test --workspace`), or set CAPD_E2E_MANAGER");
+    // A hint, not a failure: cargo may keep an up-to-date binary with an older mtime.
     let built = modified(&path).unwrap_or(SystemTime::UNIX_EPOCH);
     if let Some(newest) = newest_source(&workspace_root().join("src"))
         && newest > built
     {
-        panic!(
-            "{} is older than the sources: run `cargo build --bin manager` first (cargo test --workspace does)",
+        eprintln!(
+            "note: {} may be older than the sources: `cargo build --bin manager` (cargo test --workspace does)",
             path.display()
         );
     }
