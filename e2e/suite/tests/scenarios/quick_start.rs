@@ -103,6 +103,7 @@ async fn quick_start_then_deletion_leaves_nothing_behind() {
             ])
         );
         assert_eq!(container_label(container, FAILURE_DOMAIN_LABEL), fd);
+        assert_eq!(dm.data["status"]["failureDomain"], json!(fd));
         assert_eq!(kubeadm_runs(container), 1, "{container} bootstrapped once");
         assert_eq!(condition_state(dm, "Ready").unwrap().0, "True");
         let events = env
