@@ -145,9 +145,10 @@ impl Run {
     }
 }
 
-fn mean_calls(runs: &[LifecycleRun]) -> String {
+/// Docker calls per machine by operation, averaged over the repetitions.
+fn mean_calls(runs: &[LifecycleRun], n: usize) -> String {
     let mut total = std::collections::BTreeMap::<String, f64>::new();
-    let machines: f64 = runs.len() as f64;
+    let machines = (runs.len() * n) as f64;
     for run in runs {
         for (op, count) in &run.docker_calls {
             *total.entry(op.clone()).or_default() += *count as f64 / machines;
@@ -310,7 +311,7 @@ async fn main() -> Result<()> {
                 "calls",
                 &pick(|r| r.docker_calls_per_machine),
             )
-            .note(mean_calls(&runs).replace('|', "/")),
+            .note(mean_calls(&runs, n).replace('|', "/")),
         );
         if let Some(last) = runs.last() {
             eprintln!("N={n} writes of the last repetition: {:?}", last.writes);
