@@ -2,11 +2,9 @@
 //! missing or malformed bootstrap data (reported clearly, without leaking it).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod controllers_support;
-
 use std::time::Duration;
 
-use controllers_support::*;
+use capd_e2e::*;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use serde_json::json;
@@ -384,7 +382,7 @@ async fn an_unreachable_docker_engine_stops_the_manager_with_a_clear_error() {
     let api = testapiserver::TestApiServer::start(testapiserver::Options::default())
         .await
         .unwrap();
-    let output = tokio::process::Command::new(MANAGER)
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_manager"))
         .args([
             &format!("--kubeconfig={}", api.kubeconfig_path().display()),
             "--health-addr=0",

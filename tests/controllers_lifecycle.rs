@@ -4,28 +4,12 @@
 //! leaving nothing behind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod controllers_support;
-
 use std::time::Duration;
 
-use controllers_support::*;
+use capd_e2e::*;
 use serde_json::json;
 
 const PROVISION: Duration = Duration::from_secs(90);
-
-fn ip_on(container: &str, network: &str) -> String {
-    docker(&[
-        "inspect",
-        "--format",
-        &format!("{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}"),
-        container,
-    ])
-    .1
-}
-
-fn haproxy_config(lb: &str) -> String {
-    docker_exec(lb, &["cat", "/usr/local/etc/haproxy/haproxy.cfg"])
-}
 
 async fn wait_bootstrapped(env: &Env, name: &str) -> kube::api::DynamicObject {
     eventually(
@@ -246,7 +230,7 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
     // At rest nothing is written, even when a watched object changes.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = versions(&env, &name).await;
-    env.mgmt.reset_write_counts();
+    env.mgmt().reset_write_counts();
     env.merge_patch(
         &capi("Machine"),
         "cp1",
@@ -260,7 +244,7 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
         "a reconcile at rest changes nothing"
     );
     let ours: Vec<(String, u64)> = env
-        .mgmt
+        .mgmt()
         .write_counts()
         .into_iter()
         .filter(|(key, _)| key.contains("infrastructure.cluster.x-k8s.io"))

@@ -3,11 +3,9 @@
 //! container.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod controllers_support;
-
 use std::time::Duration;
 
-use controllers_support::*;
+use capd_e2e::*;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,8 @@ use capd::docker::loadbalancer::{
 use capd::docker::network::{delete_network, ensure_network};
 use capd::docker::node::{IpFamily, NodeRole, NodeSpec, create_node, delete_node, exec_checked};
 use capd::docker::{ContainerInfo, ContainerRuntime, DockerEngine, ExecRequest, NetworkInfo};
-use docker_support::{Guard, engine, https_get_until, images};
+use capd_e2e::tls::https_get_until;
+use docker_support::{Guard, engine, images};
 
 /// Starts a control-plane node and runs its kubeadm stand-in, which serves TLS `/healthz`.
 async fn control_plane(

@@ -189,17 +189,7 @@ impl Context {
         K: Resource<DynamicType = ()>,
     {
         let reference: ObjectReference = object.object_ref(&());
-        let note = super::conditions::truncate(&note.into(), 1000);
-        let event = Event {
-            type_: match kind {
-                EventKind::Normal => EventType::Normal,
-                EventKind::Warning => EventType::Warning,
-            },
-            reason: reason.to_string(),
-            note: Some(note),
-            action: reason.to_string(),
-            secondary: None,
-        };
+        let event = event_for(kind, reason, &note.into());
         if let Err(error) = self.manager.recorder.publish(&event, &reference).await {
             tracing::debug!(
                 object = %object.name_any(),
@@ -208,6 +198,28 @@ impl Context {
                 "Publishing an Event failed"
             );
         }
+    }
+}
+
+/// The Event to publish. kube's recorder merges Events of one object with the same type,
+/// reason and action into a series that keeps the first note: the action carries a digest of
+/// the note, so that only repeats of the same message merge ("weight set to 0" must not show as
+/// a repeat of "weight set to 100").
+fn event_for(kind: EventKind, reason: &str, note: &str) -> Event {
+    use std::hash::{Hash, Hasher};
+    let note = super::conditions::truncate(note, 1000);
+    let mut digest = std::collections::hash_map::DefaultHasher::new();
+    note.hash(&mut digest);
+    let reason_part: String = reason.chars().take(100).collect();
+    Event {
+        type_: match kind {
+            EventKind::Normal => EventType::Normal,
+            EventKind::Warning => EventType::Warning,
+        },
+        reason: reason.to_string(),
+        note: Some(note),
+        action: format!("{reason_part}-{:08x}", digest.finish() as u32),
+        secondary: None,
     }
 }
 
@@ -251,5 +263,24 @@ mod tests {
     fn event_reasons_are_pascal_case_categories() {
         assert_eq!(event_reason("container_not_found"), "ContainerNotFound");
         assert_eq!(event_reason("conflict"), "Conflict");
+    }
+
+    #[test]
+    fn events_with_other_notes_are_not_merged_as_repeats() {
+        let to_100 = event_for(
+            EventKind::Normal,
+            "LoadBalancerUpdated",
+            "weight set to 100",
+        );
+        let to_0 = event_for(EventKind::Normal, "LoadBalancerUpdated", "weight set to 0");
+        let again = event_for(EventKind::Normal, "LoadBalancerUpdated", "weight set to 0");
+        assert_ne!(to_100.action, to_0.action, "a new message is a new Event");
+        assert_eq!(to_0.action, again.action, "a repeat joins the series");
+        assert!(to_0.action.starts_with("LoadBalancerUpdated-"));
+        assert!(
+            to_0.action.len() <= 128,
+            "the API limits actions to 128 characters"
+        );
+        assert_eq!(to_0.note.as_deref(), Some("weight set to 0"));
     }
 }

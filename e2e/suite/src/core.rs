@@ -1,0 +1,400 @@
+//! The suite playing Cluster API core, as the infrastructure provider contract describes it:
+//! Clusters and Machines with owner references, infrastructure and control plane status, bootstrap
+//! data secrets, the workload cluster's kubeconfig and its Nodes, and deletion in core's order.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::{Value, json};
+
+use crate::{Env, eventually};
+
+/// The finalizer Cluster API core holds Machines with while their infrastructure goes away.
+pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
+/// Our finalizer on DockerClusters.
+pub const DOCKER_CLUSTER_FINALIZER: &str = "dockercluster.infrastructure.cluster.x-k8s.io";
+/// Our finalizer on DockerMachines.
+pub const DOCKER_MACHINE_FINALIZER: &str = "dockermachine.infrastructure.cluster.x-k8s.io";
+
+/// The kind of a Cluster API core object.
+pub fn capi(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind))
+}
+
+/// The kind of one of our objects.
+pub fn infra(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta2",
+        kind,
+    ))
+}
+
+/// A controller owner reference to `object` of Cluster API kind `kind`.
+pub fn owner(kind: &str, object: &DynamicObject) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": kind,
+        "name": object.metadata.name,
+        "uid": object.metadata.uid,
+        "controller": true,
+        "blockOwnerDeletion": true
+    })
+}
+
+/// A condition of an object (`status.conditions[type]`).
+pub fn condition(object: &DynamicObject, type_: &str) -> Option<Value> {
+    object.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+/// `(status, reason)` of a condition.
+pub fn condition_state(object: &DynamicObject, type_: &str) -> Option<(String, String)> {
+    let c = condition(object, type_)?;
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["reason"].as_str()?.to_string(),
+    ))
+}
+
+/// Cloud-config the test node image executes: a file, then `kubeadm init` after `delay` seconds.
+pub fn cloud_config(delay_seconds: u32) -> String {
+    cloud_config_running(
+        delay_seconds,
+        "kubeadm init --config /etc/capd-test/config.yaml",
+    )
+}
+
+/// Cloud-config that writes a file, then runs `command` after `delay` seconds.
+pub fn cloud_config_running(delay_seconds: u32, command: &str) -> String {
+    format!(
+        "#cloud-config\nwrite_files:\n- path: /etc/capd-test/config.yaml\n  owner: root:root\n  permissions: '0600'\n  content: |\n    token: abcdef.0123456789abcdef\nruncmd:\n- sleep {delay_seconds}\n- {command}\n- mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete\n"
+    )
+}
+
+/// What a Machine of the suite looks like.
+#[derive(Debug, Clone, Default)]
+pub struct MachineSpec {
+    /// A control plane Machine.
+    pub control_plane: bool,
+    /// `spec.bootstrap.dataSecretName`.
+    pub bootstrap_secret: Option<String>,
+    /// `spec.failureDomain`.
+    pub failure_domain: Option<String>,
+    /// The DockerMachine's `customImage` (the test node image when unset).
+    pub image: Option<String>,
+}
+
+impl Env {
+    /// The labels of a cluster's objects (with this environment's watch filter).
+    pub fn labels(&self, cluster: &str) -> Value {
+        let mut labels = json!({"cluster.x-k8s.io/cluster-name": cluster});
+        if let Some(filter) = &self.watch_filter {
+            labels["cluster.x-k8s.io/watch-filter"] = json!(filter);
+        }
+        labels
+    }
+
+    /// Creates a Cluster pointing to the DockerCluster of the same name.
+    pub async fn create_cluster(&self, name: &str, paused: bool) -> DynamicObject {
+        self.create(
+            &capi("Cluster"),
+            json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Cluster",
+                "metadata": {"name": name, "labels": self.labels(name)},
+                "spec": {
+                    "paused": paused,
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": name},
+                    "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": name}
+                }
+            }),
+        )
+        .await
+    }
+
+    /// Creates the DockerCluster owned by `cluster`, with the test load balancer image.
+    pub async fn create_docker_cluster(
+        &self,
+        cluster: &DynamicObject,
+        annotations: Value,
+    ) -> DynamicObject {
+        self.create_docker_cluster_with(cluster, annotations, json!({}))
+            .await
+    }
+
+    /// As [`Env::create_docker_cluster`], with more `spec` fields (e.g. `failureDomains`).
+    pub async fn create_docker_cluster_with(
+        &self,
+        cluster: &DynamicObject,
+        annotations: Value,
+        spec: Value,
+    ) -> DynamicObject {
+        let name = cluster.metadata.name.clone().unwrap();
+        let mut body = json!({
+            "loadBalancer": {
+                "imageRepository": self.images.haproxy_repository,
+                "imageTag": self.images.haproxy_tag
+            }
+        });
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), spec.as_object()) {
+            body.extend(extra.clone());
+        }
+        self.create(
+            &infra("DockerCluster"),
+            json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": "DockerCluster",
+                "metadata": {
+                    "name": name,
+                    "labels": self.labels(&name),
+                    "annotations": annotations,
+                    "ownerReferences": [owner("Cluster", cluster)]
+                },
+                "spec": body
+            }),
+        )
+        .await
+    }
+
+    /// Plays the Cluster controller: the infrastructure is provisioned.
+    pub async fn mark_infrastructure_provisioned(&self, cluster: &str) {
+        self.merge_patch_status(
+            &capi("Cluster"),
+            cluster,
+            json!({"status": {"initialization": {"infrastructureProvisioned": true}}}),
+        )
+        .await;
+    }
+
+    /// Plays the control plane provider: the control plane is initialized.
+    pub async fn mark_control_plane_initialized(&self, cluster: &str) {
+        self.merge_patch_status(
+            &capi("Cluster"),
+            cluster,
+            json!({"status": {"initialization": {"infrastructureProvisioned": true, "controlPlaneInitialized": true}}}),
+        )
+        .await;
+    }
+
+    /// Creates a bootstrap data Secret.
+    pub async fn create_secret(&self, name: &str, value: &str) {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": self.namespace},
+            "stringData": {"value": value, "format": "cloud-config"}
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &secret).await.unwrap();
+    }
+
+    /// Creates a Machine and its DockerMachine (node image of the test), owned by it.
+    pub async fn create_machine(
+        &self,
+        cluster: &str,
+        name: &str,
+        control_plane: bool,
+        bootstrap_secret: Option<&str>,
+    ) -> (DynamicObject, DynamicObject) {
+        let spec = MachineSpec {
+            control_plane,
+            bootstrap_secret: bootstrap_secret.map(str::to_string),
+            ..MachineSpec::default()
+        };
+        self.create_machine_with(cluster, name, &spec).await
+    }
+
+    /// Creates a Machine as described and its DockerMachine, owned by it.
+    pub async fn create_machine_with(
+        &self,
+        cluster: &str,
+        name: &str,
+        spec: &MachineSpec,
+    ) -> (DynamicObject, DynamicObject) {
+        let mut labels = self.labels(cluster);
+        if spec.control_plane {
+            labels["cluster.x-k8s.io/control-plane"] = json!("");
+        }
+        let mut bootstrap = json!({});
+        if let Some(secret) = &spec.bootstrap_secret {
+            bootstrap["dataSecretName"] = json!(secret);
+        }
+        let mut machine_spec = json!({
+            "clusterName": cluster,
+            "version": "v1.31.0",
+            "bootstrap": bootstrap,
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": name}
+        });
+        if let Some(fd) = &spec.failure_domain {
+            machine_spec["failureDomain"] = json!(fd);
+        }
+        let machine = self
+            .create(
+                &capi("Machine"),
+                json!({
+                    "apiVersion": "cluster.x-k8s.io/v1beta2",
+                    "kind": "Machine",
+                    "metadata": {"name": name, "labels": labels},
+                    "spec": machine_spec
+                }),
+            )
+            .await;
+        let image = spec
+            .image
+            .clone()
+            .unwrap_or_else(|| self.images.node.clone());
+        let docker_machine = self
+            .create(
+                &infra("DockerMachine"),
+                json!({
+                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                    "kind": "DockerMachine",
+                    "metadata": {
+                        "name": name,
+                        "labels": labels,
+                        "ownerReferences": [owner("Machine", &machine)]
+                    },
+                    "spec": {"customImage": image}
+                }),
+            )
+            .await;
+        (machine, docker_machine)
+    }
+
+    /// Plays core when a Machine is deleted: its finalizer holds it while it is marked deleting.
+    /// [`Env::finish_machine_deletion`] deletes the infrastructure and lets it go.
+    pub async fn begin_machine_deletion(&self, name: &str) {
+        self.merge_patch(
+            &capi("Machine"),
+            name,
+            json!({"metadata": {"finalizers": [MACHINE_FINALIZER]}}),
+        )
+        .await;
+        self.delete(&capi("Machine"), name).await;
+    }
+
+    /// Plays core at the end of a Machine's deletion: deletes the DockerMachine, waits until it is
+    /// gone (our finalizer released), then releases the Machine.
+    pub async fn finish_machine_deletion(&self, name: &str, timeout: Duration) {
+        self.delete(&infra("DockerMachine"), name).await;
+        self.wait_gone(&infra("DockerMachine"), name, timeout).await;
+        self.merge_patch(
+            &capi("Machine"),
+            name,
+            json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
+        self.wait_gone(&capi("Machine"), name, timeout).await;
+    }
+
+    /// Plays core when a Cluster is deleted: its Machines go first (workers, then control
+    /// planes, each as [`Env::begin_machine_deletion`] and [`Env::finish_machine_deletion`]),
+    /// then the DockerCluster, then the Cluster.
+    pub async fn delete_cluster_as_core(&self, cluster: &str, timeout: Duration) {
+        let machines = self
+            .api(&capi("Machine"))
+            .list(&Default::default())
+            .await
+            .unwrap();
+        let mut names: Vec<(bool, String)> = machines
+            .items
+            .iter()
+            .filter(|m| m.data["spec"]["clusterName"] == json!(cluster))
+            .map(|m| {
+                let cp = m
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key("cluster.x-k8s.io/control-plane"));
+                (cp, m.metadata.name.clone().unwrap())
+            })
+            .collect();
+        names.sort();
+        for (_, name) in &names {
+            self.begin_machine_deletion(name).await;
+        }
+        for (_, name) in &names {
+            self.finish_machine_deletion(name, timeout).await;
+        }
+        self.delete(&infra("DockerCluster"), cluster).await;
+        self.wait_gone(&infra("DockerCluster"), cluster, timeout)
+            .await;
+        self.delete(&capi("Cluster"), cluster).await;
+        self.wait_gone(&capi("Cluster"), cluster, timeout).await;
+    }
+
+    /// Stores the workload cluster's kubeconfig as Cluster API does.
+    pub async fn create_kubeconfig_secret(&self, cluster: &str) {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": self.namespace, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "stringData": {"value": self.workload.kubeconfig_yaml()}
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &secret).await.unwrap();
+    }
+
+    /// Registers a Node in the workload cluster, as kubelet would.
+    pub async fn register_node(&self, name: &str, uninitialized: bool) {
+        let api: Api<Node> = Api::all(self.workload_client.clone());
+        let mut node = json!({"metadata": {"name": name}, "spec": {}});
+        if uninitialized {
+            node["spec"]["taints"] = json!([{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}]);
+        }
+        let node: Node = serde_json::from_value(node).unwrap();
+        api.create(&PostParams::default(), &node).await.unwrap();
+    }
+
+    /// A Node of the workload cluster.
+    pub async fn node(&self, name: &str) -> Node {
+        let api: Api<Node> = Api::all(self.workload_client.clone());
+        api.get(name).await.unwrap()
+    }
+
+    /// Creates a Cluster and its DockerCluster, waits until the DockerCluster is provisioned,
+    /// and marks the Cluster's infrastructure provisioned; returns the DockerCluster.
+    pub async fn provisioned_cluster(&self, name: &str, spec: Value) -> DynamicObject {
+        let cluster = self.create_cluster(name, false).await;
+        self.create_docker_cluster_with(&cluster, json!({}), spec)
+            .await;
+        let dc = self
+            .wait_docker_cluster_provisioned(name, Duration::from_secs(90))
+            .await;
+        self.mark_infrastructure_provisioned(name).await;
+        dc
+    }
+
+    /// Waits until a DockerCluster is provisioned with an endpoint.
+    pub async fn wait_docker_cluster_provisioned(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> DynamicObject {
+        eventually(timeout, "the DockerCluster to be provisioned", || async {
+            let dc = self.get(&infra("DockerCluster"), name).await?;
+            (dc.data["status"]["initialization"]["provisioned"] == json!(true)
+                && dc.data["spec"]["controlPlaneEndpoint"]["host"].is_string())
+            .then_some(dc)
+        })
+        .await
+    }
+
+    /// Waits until a DockerMachine's bootstrap completed and it is provisioned.
+    pub async fn wait_machine_provisioned(&self, name: &str, timeout: Duration) -> DynamicObject {
+        eventually(
+            timeout,
+            &format!("DockerMachine {name} to be provisioned"),
+            || async {
+                let dm = self.get(&infra("DockerMachine"), name).await?;
+                (condition_state(&dm, "BootstrapCompleted")? == ("True".into(), "Completed".into())
+                    && dm.data["status"]["initialization"]["provisioned"] == json!(true))
+                .then_some(dm)
+            },
+        )
+        .await
+    }
+}

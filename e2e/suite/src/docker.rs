@@ -1,0 +1,272 @@
+//! The Docker engine as a user sees it: the `docker` command line, the test images, and what a
+//! cluster left in the engine.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The label the provider puts on every container of a cluster.
+pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
+/// The label the provider puts on a node container of a Machine in a failure domain.
+pub const FAILURE_DOMAIN_LABEL: &str = "io.x-k8s.cluster.failureDomain";
+/// Where the haproxy configuration lives in the load balancer container.
+pub const HAPROXY_CONFIG: &str = "/usr/local/etc/haproxy/haproxy.cfg";
+/// Where the kubeadm stand-in of the node image records its runs.
+pub const KUBEADM_LOG: &str = "/var/lib/capd-standin/kubeadm.log";
+
+/// The test images built by `e2e/images/build.sh`.
+#[derive(Debug, Clone)]
+pub struct Images {
+    /// The node image (stands in for kindest/node).
+    pub node: String,
+    /// The load balancer image repository (the provider adds `/haproxy`).
+    pub haproxy_repository: String,
+    /// The load balancer image tag.
+    pub haproxy_tag: String,
+}
+
+fn image_setting(key: &str) -> Option<String> {
+    if let Ok(value) = std::env::var(key)
+        && !value.is_empty()
+    {
+        return Some(value);
+    }
+    let path = crate::workspace_root().join("e2e/images/.build/images.env");
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.trim().to_string())
+}
+
+fn image_present(image: &str) -> bool {
+    Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", image])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// The test images; panics with instructions when they were not built.
+pub fn images() -> Images {
+    let missing = "the test images are missing: run `bash e2e/images/build.sh` (hack/test.sh does)";
+    let node = image_setting("CAPD_TEST_NODE_IMAGE").expect(missing);
+    let haproxy = image_setting("CAPD_TEST_HAPROXY_IMAGE").expect(missing);
+    assert!(image_present(&node) && image_present(&haproxy), "{missing}");
+    // The provider builds the load balancer image as `<repository>/haproxy:<tag>`.
+    let (repository, tag) = haproxy
+        .rsplit_once(':')
+        .expect("the haproxy image has a tag");
+    let repository = repository
+        .strip_suffix("/haproxy")
+        .expect("the haproxy test image is named <repository>/haproxy:<tag>");
+    Images {
+        node,
+        haproxy_repository: repository.to_string(),
+        haproxy_tag: tag.to_string(),
+    }
+}
+
+/// Whether the engine runs privileged containers (sandboxed engines refuse them; the manager then
+/// runs the stand-in images unprivileged).
+pub fn privileged_allowed(node_image: &str) -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| {
+        let ok = docker(&["run", "--rm", "--privileged", "--entrypoint", "true", node_image]).0;
+        if !ok {
+            eprintln!("note: this engine refuses privileged containers; the manager runs them unprivileged");
+        }
+        ok
+    })
+}
+
+/// Runs `docker <args>`: whether it succeeded, and its trimmed stdout.
+pub fn docker(args: &[&str]) -> (bool, String) {
+    let out = Command::new("docker").args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+fn docker_lines(args: &[&str]) -> Vec<String> {
+    docker(args)
+        .1
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Container names of a cluster (running or not), sorted.
+pub fn cluster_containers(cluster: &str) -> Vec<String> {
+    let mut names = docker_lines(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label={CLUSTER_LABEL}={cluster}"),
+        "--format",
+        "{{.Names}}",
+    ]);
+    names.sort();
+    names
+}
+
+/// `docker ps -a` of the containers of some clusters, for failure reports.
+pub fn cluster_containers_table(clusters: &[String]) -> String {
+    let mut out = String::new();
+    for cluster in clusters {
+        out.push_str(
+            &docker(&[
+                "ps",
+                "-a",
+                "--filter",
+                &format!("label={CLUSTER_LABEL}={cluster}"),
+                "--format",
+                "table {{.Names}}\t{{.Image}}\t{{.Status}}\t{{.Ports}}",
+            ])
+            .1,
+        );
+        out.push('\n');
+    }
+    out
+}
+
+/// The anonymous volumes of a container.
+pub fn container_volumes(container: &str) -> Vec<String> {
+    docker_lines(&[
+        "inspect",
+        "--format",
+        "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}}\n{{end}}{{end}}",
+        container,
+    ])
+}
+
+/// Whether a volume exists.
+pub fn volume_exists(volume: &str) -> bool {
+    docker(&["volume", "inspect", volume]).0
+}
+
+/// Whether a network exists.
+pub fn network_exists(network: &str) -> bool {
+    docker(&["network", "inspect", network]).0
+}
+
+/// Runs a command in a container and returns its stdout.
+pub fn docker_exec(container: &str, command: &[&str]) -> String {
+    let mut args = vec!["exec", container];
+    args.extend_from_slice(command);
+    docker(&args).1
+}
+
+/// The engine's id of a container (empty when absent).
+pub fn container_id(container: &str) -> String {
+    docker(&["inspect", "--format", "{{.Id}}", container]).1
+}
+
+/// A label of a container (empty when absent).
+pub fn container_label(container: &str, label: &str) -> String {
+    docker(&[
+        "inspect",
+        "--format",
+        &format!("{{{{index .Config.Labels \"{label}\"}}}}"),
+        container,
+    ])
+    .1
+}
+
+/// The address of a container on a network.
+pub fn ip_on(container: &str, network: &str) -> String {
+    docker(&[
+        "inspect",
+        "--format",
+        &format!("{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}"),
+        container,
+    ])
+    .1
+}
+
+/// The host port a container's `port/tcp` is published on.
+pub fn published_port(container: &str, port: u16) -> Option<u16> {
+    docker(&["port", container, &format!("{port}/tcp")])
+        .1
+        .lines()
+        .filter_map(|l| l.rsplit_once(':'))
+        .find_map(|(_, p)| p.trim().parse().ok())
+}
+
+/// The haproxy configuration of a load balancer container.
+pub fn haproxy_config(lb: &str) -> String {
+    docker_exec(lb, &["cat", HAPROXY_CONFIG])
+}
+
+/// The `server` lines of a haproxy configuration: `(name, address, weight)`.
+pub fn haproxy_backends(config: &str) -> Vec<(String, String, u32)> {
+    config
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let weight = words
+                .iter()
+                .position(|w| *w == "weight")
+                .and_then(|i| words.get(i + 1))
+                .and_then(|w| w.parse().ok())?;
+            match words.as_slice() {
+                ["server", name, address, ..] => {
+                    Some((name.to_string(), address.to_string(), weight))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// How often the kubeadm stand-in ran `init` or `join` in a node container.
+pub fn kubeadm_runs(container: &str) -> usize {
+    docker_exec(container, &["cat", KUBEADM_LOG])
+        .lines()
+        .filter(|l| l.starts_with("kubeadm init") || l.starts_with("kubeadm join"))
+        .count()
+}
+
+/// Removes the containers of clusters (with their anonymous volumes) and networks: the suite's
+/// cleanup, also after a failure. Only names the suite made up are given here.
+pub fn remove_clusters_and_networks(clusters: &[String], networks: &[String]) {
+    for cluster in clusters {
+        for container in cluster_containers(cluster) {
+            let _ = Command::new("docker")
+                .args(["rm", "-fv", &container])
+                .output();
+        }
+    }
+    for network in networks {
+        if network_exists(network) {
+            let _ = Command::new("docker")
+                .args(["network", "rm", network])
+                .output();
+        }
+    }
+}
+
+/// The directory holding the test executable (`target/debug`), where the manager binary is.
+pub(crate) fn target_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    // target/debug/deps/<test>-<hash>
+    exe.parent()?.parent().map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_are_read_from_server_lines() {
+        let config = "frontend x\n  bind *:6443\nbackend y\n  server c-cp1 172.18.0.3:6443 weight 100 check check-ssl verify none\n  server c-cp2 172.18.0.4:6443 weight 0 check\n";
+        assert_eq!(
+            haproxy_backends(config),
+            vec![
+                ("c-cp1".into(), "172.18.0.3:6443".into(), 100),
+                ("c-cp2".into(), "172.18.0.4:6443".into(), 0)
+            ]
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! Scenario 1 (quick start: one control plane and one worker) and scenario 7 (deleting the
+//! cluster the way core does leaves nothing behind).
+
+use std::time::{Duration, Instant};
+
+use capd_e2e::tls::https_get_until;
+use capd_e2e::*;
+use serde_json::json;
+
+use crate::PROVISION;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_start_then_deletion_leaves_nothing_behind() {
+    let mut env = Env::scenario("quick", &[]).await;
+    let name = env.cluster_name();
+    let (cp, worker) = (format!("{name}-cp"), format!("{name}-md"));
+
+    // What `clusterctl generate cluster` + core would create, all at once.
+    let started = Instant::now();
+    let cluster = env.create_cluster(&name, false).await;
+    env.create_docker_cluster_with(
+        &cluster,
+        json!({}),
+        json!({"failureDomains": [{"name": "fd-a", "controlPlane": true}, {"name": "fd-b"}]}),
+    )
+    .await;
+    // The control plane provider stores the workload kubeconfig before it makes machines.
+    env.create_kubeconfig_secret(&name).await;
+    env.create_secret("cp-bootstrap", &cloud_config(0)).await;
+    env.create_secret(
+        "md-bootstrap",
+        &cloud_config_running(0, "kubeadm join --config /etc/capd-test/config.yaml"),
+    )
+    .await;
+    let control_plane = MachineSpec {
+        control_plane: true,
+        bootstrap_secret: Some("cp-bootstrap".into()),
+        failure_domain: Some("fd-a".into()),
+        image: None,
+    };
+    let worker_spec = MachineSpec {
+        control_plane: false,
+        bootstrap_secret: Some("md-bootstrap".into()),
+        failure_domain: Some("fd-b".into()),
+        image: None,
+    };
+    env.create_machine_with(&name, "cp", &control_plane).await;
+    env.create_machine_with(&name, "md", &worker_spec).await;
+
+    // Core: infrastructure provisioned, then control plane initialized once it runs.
+    let dc = env.wait_docker_cluster_provisioned(&name, PROVISION).await;
+    env.mark_infrastructure_provisioned(&name).await;
+    let cp_dm = env.wait_machine_provisioned("cp", PROVISION).await;
+    env.mark_control_plane_initialized(&name).await;
+    let md_dm = env.wait_machine_provisioned("md", PROVISION).await;
+    let provisioning = started.elapsed();
+    println!(
+        "scenario 1: objects created -> both machines provisioned in {:.1}s",
+        provisioning.as_secs_f64()
+    );
+
+    // The load balancer runs, the endpoint points to it, and a TLS request through its published
+    // port reaches the control plane node.
+    let lb = format!("{name}-lb");
+    assert_eq!(
+        docker(&["inspect", "--format", "{{.State.Running}}", &lb]).1,
+        "true"
+    );
+    assert_eq!(
+        dc.data["spec"]["controlPlaneEndpoint"],
+        json!({"host": ip_on(&lb, &env.network), "port": 6443})
+    );
+    assert_eq!(
+        condition_state(&dc, "Ready"),
+        Some(("True".into(), "Ready".into()))
+    );
+    assert_eq!(
+        dc.data["status"]["failureDomains"],
+        json!([{"name": "fd-a", "controlPlane": true}, {"name": "fd-b"}])
+    );
+    let port = published_port(&lb, 6443).expect("the load balancer publishes 6443");
+    let answer = https_get_until(port, "/healthz", Duration::from_secs(30), |a| {
+        a.status == 200
+    })
+    .await
+    .expect("a TLS request through the load balancer");
+    assert_eq!((answer.status, answer.body.trim()), (200, "ok"));
+    assert_eq!(answer.header("X-Capd-Node"), Some(cp.as_str()));
+
+    // Both machines: provider ID, addresses, failure domain, one bootstrap, Events.
+    for (dm, container, fd) in [(&cp_dm, &cp, "fd-a"), (&md_dm, &worker, "fd-b")] {
+        let ip = ip_on(container, &env.network);
+        assert_eq!(
+            dm.data["spec"]["providerID"],
+            json!(format!("docker:////{container}"))
+        );
+        assert_eq!(
+            dm.data["status"]["addresses"],
+            json!([
+                {"type": "Hostname", "address": container},
+                {"type": "InternalIP", "address": ip},
+                {"type": "ExternalIP", "address": ip},
+            ])
+        );
+        assert_eq!(container_label(container, FAILURE_DOMAIN_LABEL), fd);
+        assert_eq!(kubeadm_runs(container), 1, "{container} bootstrapped once");
+        assert_eq!(condition_state(dm, "Ready").unwrap().0, "True");
+        let events = env
+            .events_about("DockerMachine", dm.metadata.name.as_deref().unwrap())
+            .await;
+        for reason in ["ContainerProvisioned", "BootstrapCompleted"] {
+            assert!(
+                events.iter().any(|(t, r, _)| t == "Normal" && r == reason),
+                "{reason} event: {events:?}"
+            );
+        }
+    }
+    assert_eq!(
+        cluster_containers(&name),
+        vec![cp.clone(), lb.clone(), worker.clone()]
+    );
+
+    // The workload cluster's Nodes carry the provider IDs.
+    env.register_node(&cp, true).await;
+    env.register_node(&worker, true).await;
+    for container in [&cp, &worker] {
+        eventually(
+            Duration::from_secs(60),
+            &format!("Node {container} to carry its provider ID"),
+            || async {
+                let node = env.node(container).await;
+                (node.spec?.provider_id? == format!("docker:////{container}")).then_some(())
+            },
+        )
+        .await;
+    }
+
+    // Scenario 7: deleting the cluster as core does leaves no container, volume, network or
+    // finalizer behind.
+    let mut volumes = Vec::new();
+    for container in [&lb, &cp, &worker] {
+        volumes.extend(container_volumes(container));
+    }
+    assert!(!volumes.is_empty(), "nodes have anonymous volumes");
+    env.delete_cluster_as_core(&name, Duration::from_secs(90))
+        .await;
+    assert_eq!(cluster_containers(&name), Vec::<String>::new());
+    let left: Vec<&String> = volumes.iter().filter(|v| volume_exists(v)).collect();
+    assert!(left.is_empty(), "volumes left: {left:?}");
+    assert!(
+        !network_exists(&env.network),
+        "the network the provider created is removed"
+    );
+    assert_eq!(
+        env.resource_versions().await.keys().collect::<Vec<_>>(),
+        Vec::<&String>::new(),
+        "no object is held by a finalizer"
+    );
+}
