@@ -30,6 +30,7 @@ use std::sync::{Arc, OnceLock};
 
 use futures::FutureExt;
 
+use crate::docker::counting::{COUNT_ENV, CountingRuntime};
 use crate::docker::{ContainerRuntime, DockerEngine};
 use crate::manager::{ControllerTask, Wiring};
 
@@ -59,7 +60,11 @@ pub fn wiring(gardener_infrastructure: bool) -> Wiring {
             client.host(),
             client.api_version()
         );
-        let runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
+        let mut runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
+        if let Some(file) = std::env::var_os(COUNT_ENV).filter(|f| !f.is_empty()) {
+            tracing::info!("Counting Docker calls ({COUNT_ENV} is set): benchmarks only");
+            runtime = Arc::new(CountingRuntime::new(runtime, file));
+        }
         let _ = slot.set(runtime);
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(description)
     }

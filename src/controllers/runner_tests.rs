@@ -240,3 +240,47 @@ fn staging_paths_are_unique_and_safe() {
         "/run/cluster-api/capd-bootstrap.abc-123x.sh"
     );
 }
+
+#[test]
+fn a_waiting_probe_returns_as_soon_as_the_status_changes_and_waits_while_it_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("capd-bootstrap");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("status"), "state=running\nstep=1\ntotal=2\n").unwrap();
+    let sentinel = dir.path().join("none");
+    let script = wait_probe_script(state.to_str().unwrap(), sentinel.to_str().unwrap(), 5);
+    let first = probe(dir.path(), &sentinel);
+    let digest = first
+        .digest
+        .clone()
+        .expect("a launched runner has a digest");
+
+    // Unchanged: the probe waits its whole window (5 × 100 ms), then reports the same status.
+    let started = Instant::now();
+    let same = parse_probe(&sh(&script, &[&digest]));
+    assert!(
+        started.elapsed() >= Duration::from_millis(450),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(same.digest.as_deref(), Some(digest.as_str()));
+
+    // Changed meanwhile: it answers at once with the new status.
+    std::fs::write(
+        state.join("status"),
+        "state=succeeded\nstep=2\ntotal=2\nexit=0\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let changed = parse_probe(&sh(&script, &[&digest]));
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+    let Probe::Launched(status) = changed.probe else {
+        panic!("expected a launched runner, got {:?}", changed.probe);
+    };
+    assert_eq!(status.state, RunnerState::Succeeded);
+    assert_ne!(changed.digest, Some(digest));
+}

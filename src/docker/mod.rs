@@ -4,6 +4,7 @@
 //!   (object safe, held as `Arc<dyn ContainerRuntime>`).
 //! - [`DockerEngine`]: the implementation on a real Docker engine (the only user of bollard).
 //! - [`FakeRuntime`]: an in-memory implementation that records calls, for unit tests.
+//! - [`counting`]: a call-counting wrapper the benchmark enables with an environment variable.
 //! - [`types`]: the domain types exchanged with the runtime.
 //! - [`network`]: the provider's network, found or created the way kind creates it.
 //! - [`node`]: node containers: names, labels, run options (pure), addresses, operations.
@@ -12,6 +13,7 @@
 //!
 //! Only [`engine`] imports bollard. Every error enum has a `category()` for metrics and Events.
 
+pub mod counting;
 pub mod engine;
 pub mod fake;
 pub mod kind;

@@ -14,8 +14,12 @@ use crate::controllers::tasks::{Progress, TaskFailure, TaskResult};
 use crate::docker::{ContainerRuntime, ExecOutput, ExecRequest};
 use crate::manager::error_chain;
 
-/// How often the runner's status is read.
+/// How often the runner's status is read when the node cannot wait for a change, and the
+/// longest wait for a change inside the node otherwise.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Shortest time between two reads of the runner's status.
+const MIN_PROBE_SPACING: Duration = Duration::from_millis(100);
 
 /// Consecutive failed reads of the runner's status tolerated before giving up (for a retry).
 const READ_FAILURES: u32 = 5;
@@ -69,7 +73,11 @@ async fn exec(
 }
 
 async fn probe(job: &BootstrapJob) -> Result<ProbeResult, TaskFailure> {
-    let out = exec(job, &runner::probe_request(), "read the bootstrap status").await?;
+    probe_with(job, runner::probe_request()).await
+}
+
+async fn probe_with(job: &BootstrapJob, request: ExecRequest) -> Result<ProbeResult, TaskFailure> {
+    let out = exec(job, &request, "read the bootstrap status").await?;
     Ok(runner::parse_probe(&out.stdout_text()))
 }
 
@@ -115,8 +123,16 @@ pub async fn run(job: BootstrapJob, progress: Progress) -> TaskResult {
 async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
     let mut failures = 0;
     let mut pending_since = tokio::time::Instant::now();
+    // The status last seen: the next probe waits in the node until it changes (a long poll)
+    // rather than sleeping here; without a digest (no `cksum` in the node) it polls.
+    let mut previous: Option<String> = None;
     loop {
-        let result = match probe(job).await {
+        let request = match &previous {
+            Some(digest) => runner::wait_probe_request(digest, job.poll_interval),
+            None => runner::probe_request(),
+        };
+        let probed_at = tokio::time::Instant::now();
+        let result = match probe_with(job, request).await {
             Ok(result) => {
                 failures = 0;
                 result
@@ -126,6 +142,7 @@ async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
                 if failures >= READ_FAILURES {
                     return Err(failure);
                 }
+                previous = None;
                 tokio::time::sleep(job.poll_interval).await;
                 continue;
             }
@@ -161,7 +178,13 @@ async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
                 }
             }
         }
-        tokio::time::sleep(job.poll_interval).await;
+        previous = result.digest;
+        if previous.is_none() {
+            tokio::time::sleep(job.poll_interval).await;
+        } else {
+            // A status that keeps changing must not turn the long poll into a busy loop.
+            tokio::time::sleep_until(probed_at + MIN_PROBE_SPACING).await;
+        }
     }
 }
 

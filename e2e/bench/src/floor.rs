@@ -1,0 +1,169 @@
+//! The floor: what the engine needs to do the provider's work, driven directly through the
+//! provider's Docker layer (no Kubernetes, no manager, no polling intervals).
+//!
+//! A node: create and start the container the provider would run (same [`NodeSpec`], so the same
+//! run options), wait for its init to report the multi-user target (read as fast as the engine
+//! answers), and run the bootstrap commands the provider would run (the translated plan of the
+//! same cloud-config), one `exec` each. Nodes run concurrently up to the manager's
+//! `--dockermachine-concurrency`. The load balancer: the provider's network, container and
+//! configuration, applied once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use capd::bootstrap::{Format, KindMode as BootstrapMode, Options, Plan, translate};
+use capd::docker::kind::mapping;
+use capd::docker::loadbalancer::{
+    ConfigData, LoadBalancerSpec, apply_config, create_load_balancer, render_config,
+};
+use capd::docker::network::ensure_network;
+use capd::docker::node::{HostQuirks, NodeRole, NodeSpec, is_multi_user_line};
+use capd::docker::{ContainerRuntime, ExecRequest, Labels, NetworkInfo};
+use futures::{StreamExt, TryStreamExt};
+
+/// Everything a floor run needs.
+pub struct Floor {
+    /// The engine, privileged or not as the manager runs it.
+    pub runtime: Arc<dyn ContainerRuntime>,
+    /// Node image.
+    pub node_image: String,
+    /// Load balancer image.
+    pub haproxy_image: String,
+    /// The Machine's Kubernetes version (chooses the image mode as the provider does).
+    pub version: String,
+    /// The cloud-config every node runs.
+    pub cloud_config: String,
+    /// `--dockermachine-concurrency` of the manager.
+    pub concurrency: usize,
+}
+
+/// How long one node may take to boot.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Floor {
+    fn plan(&self) -> Result<Plan> {
+        let mode = mapping(&self.version, Some(&self.node_image))
+            .context("map the node image")?
+            .mode;
+        let options = Options {
+            kind_mode: match mode {
+                capd::docker::kind::KindMode::Kind0_19 => BootstrapMode::V0_19,
+                _ => BootstrapMode::V0_20,
+            },
+            kubernetes_version: Some(self.version.clone()),
+        };
+        translate(self.cloud_config.as_bytes(), Format::CloudConfig, &options)
+            .context("translate the cloud-config")
+    }
+
+    async fn node_spec(
+        &self,
+        network: &NetworkInfo,
+        cluster: &str,
+        name: &str,
+    ) -> Result<NodeSpec> {
+        let host = self.runtime.host_info().await?;
+        let mode = mapping(&self.version, Some(&self.node_image))?.mode;
+        let mut spec = NodeSpec::new(
+            cluster,
+            name,
+            NodeRole::Worker,
+            &self.node_image,
+            &network.name,
+        );
+        spec.mode = mode;
+        spec.network_subnets.clone_from(&network.subnets);
+        spec.host = HostQuirks::detect(&host);
+        Ok(spec)
+    }
+
+    /// Creates, boots and bootstraps `n` nodes of `cluster` on `network`; returns the time it took
+    /// and the names of the containers.
+    pub async fn provision(
+        &self,
+        network: &str,
+        cluster: &str,
+        n: usize,
+    ) -> Result<(Duration, Vec<String>)> {
+        let plan = self.plan()?;
+        let info = ensure_network(self.runtime.as_ref(), network, &Labels::new()).await?;
+        let names: Vec<String> = (0..n).map(|i| format!("{cluster}-w{i}")).collect();
+        let started = Instant::now();
+        futures::stream::iter(names.iter())
+            .map(|name| self.node(&info, cluster, name, &plan))
+            .buffer_unordered(self.concurrency.max(1))
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok((started.elapsed(), names))
+    }
+
+    async fn node(
+        &self,
+        network: &NetworkInfo,
+        cluster: &str,
+        name: &str,
+        plan: &Plan,
+    ) -> Result<()> {
+        let spec = self.node_spec(network, cluster, name).await?;
+        self.runtime
+            .run_container(&spec.container_spec())
+            .await
+            .with_context(|| format!("run {name}"))?;
+        let booted = Instant::now();
+        loop {
+            let logs = self.runtime.container_logs(name).await?;
+            if logs.lines().any(is_multi_user_line) {
+                break;
+            }
+            if booted.elapsed() > BOOT_TIMEOUT {
+                bail!("{name} did not boot within {BOOT_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for command in &plan.commands {
+            let mut request = ExecRequest::new(command.argv.clone());
+            if let Some(stdin) = &command.stdin {
+                request = request.stdin_bytes(stdin.clone());
+            }
+            let out = self.runtime.exec(name, &request).await?;
+            if !out.success() {
+                bail!(
+                    "bootstrap command [{}] failed in {name}: {}",
+                    command.description,
+                    out.output_tail(400)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes `names` concurrently; returns the time it took.
+    pub async fn delete(&self, names: &[String]) -> Result<Duration> {
+        let started = Instant::now();
+        futures::stream::iter(names.iter())
+            .map(|name| self.runtime.delete_container(name))
+            .buffer_unordered(self.concurrency.max(1))
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(started.elapsed())
+    }
+
+    /// Creates the network and the load balancer of `cluster` and applies its configuration;
+    /// returns the time it took.
+    pub async fn load_balancer(&self, network: &str, cluster: &str) -> Result<Duration> {
+        let started = Instant::now();
+        ensure_network(self.runtime.as_ref(), network, &Labels::new()).await?;
+        let spec = LoadBalancerSpec::new(cluster, &self.haproxy_image, network);
+        create_load_balancer(self.runtime.as_ref(), &spec).await?;
+        let config = render_config(
+            &ConfigData {
+                frontend_port: spec.effective_frontend_port(),
+                ..ConfigData::default()
+            },
+            None,
+        )?;
+        apply_config(self.runtime.as_ref(), &spec.name(), &config).await?;
+        Ok(started.elapsed())
+    }
+}

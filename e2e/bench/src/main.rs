@@ -1,0 +1,395 @@
+//! `capd-bench`: the provider against the raw Docker floor on the same machine, in one run.
+//!
+//! For each N, each repetition runs the floor and then the provider back to back, so their
+//! ratio is paired and meaningful on a noisy machine. Prints a Markdown table (median [min–max])
+//! and writes the same figures as JSON. Run it through `hack/bench.sh`, which builds what it
+//! needs.
+
+mod floor;
+mod procfs;
+mod provider;
+mod stack;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use capd::docker::{ContainerRuntime, DockerEngine};
+use clap::Parser;
+
+use crate::floor::Floor;
+use crate::provider::{LifecycleRun, Workload};
+use crate::stack::ManagerSettings;
+use crate::stats::{Report, Row};
+
+/// Benchmark of the provider against the raw Docker floor, and of the manager's footprint.
+#[derive(Parser, Debug)]
+struct Args {
+    /// The manager binary to measure (a release build).
+    #[arg(long)]
+    manager: PathBuf,
+    /// Node image (default: CAPD_TEST_NODE_IMAGE of e2e/images/.build/images.env).
+    #[arg(long)]
+    node_image: Option<String>,
+    /// Load balancer image, `<repository>/haproxy:<tag>` (default: CAPD_TEST_HAPROXY_IMAGE).
+    #[arg(long)]
+    haproxy_image: Option<String>,
+    /// The manager image whose size is reported.
+    #[arg(long)]
+    image: Option<String>,
+    /// Short run: one repetition, N = 1 and 10, 20 machines for 20 s at rest.
+    #[arg(long)]
+    quick: bool,
+    /// Repetitions of every figure (default 3, 1 with --quick).
+    #[arg(long)]
+    repetitions: Option<usize>,
+    /// Machine counts (default 1,10,30; 1,10 with --quick).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// Machines kept provisioned for the rest measurement (default 100, 20 with --quick).
+    #[arg(long)]
+    rest_machines: Option<usize>,
+    /// Seconds of rest measured (default 60, 20 with --quick).
+    #[arg(long)]
+    rest_seconds: Option<u64>,
+    /// The manager's --dockermachine-concurrency (the floor uses the same parallelism).
+    #[arg(long, default_value_t = 100)]
+    concurrency: usize,
+    /// Where the JSON goes.
+    #[arg(long, default_value = "out/bench.json")]
+    out: PathBuf,
+}
+
+/// Cloud-config of every machine: a file, then `kubeadm join` (the stand-in starts a TLS
+/// listener like an API server would), then the sentinel file.
+const CLOUD_CONFIG: &str = "#cloud-config\nwrite_files:\n- path: /etc/capd-test/config.yaml\n  owner: root:root\n  permissions: '0600'\n  content: |\n    token: abcdef.0123456789abcdef\nruncmd:\n- kubeadm join --config /etc/capd-test/config.yaml\n- mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete\n";
+
+const VERSION: &str = "v1.31.0";
+
+fn image_setting(key: &str) -> Option<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../images/.build/images.env");
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.trim().to_string())
+}
+
+fn docker_cli(args: &[&str]) -> (bool, String) {
+    match Command::new("docker").args(args).output() {
+        Ok(out) => (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        ),
+        Err(_) => (false, String::new()),
+    }
+}
+
+/// Removes what a run left in the engine (by cluster label and network), also on failure.
+struct Cleanup {
+    clusters: Vec<String>,
+    networks: Vec<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for cluster in &self.clusters {
+            let filter = format!("label=io.x-k8s.kind.cluster={cluster}");
+            let (_, ids) = docker_cli(&["ps", "-aq", "--filter", &filter]);
+            for id in ids.lines().filter(|l| !l.is_empty()) {
+                let _ = docker_cli(&["rm", "-fv", id]);
+            }
+        }
+        for network in &self.networks {
+            let _ = docker_cli(&["network", "rm", network]);
+        }
+    }
+}
+
+fn machine_description() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let (_, docker) = docker_cli(&["version", "--format", "{{.Server.Version}}"]);
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    format!("{cpus} cores, Docker {docker}, {date}")
+}
+
+struct Run {
+    prefix: String,
+    counter: usize,
+    dir: tempfile::TempDir,
+    manager: PathBuf,
+    unprivileged: bool,
+}
+
+impl Run {
+    fn name(&mut self, what: &str) -> String {
+        self.counter += 1;
+        format!("{}{what}{}", self.prefix, self.counter)
+    }
+
+    fn settings(&self, network: &str) -> ManagerSettings {
+        ManagerSettings {
+            binary: self.manager.clone(),
+            network: network.to_string(),
+            unprivileged: self.unprivileged,
+            count_file: self.dir.path().join(format!("{network}.calls.json")),
+            log: self.dir.path().join("manager.log"),
+        }
+    }
+}
+
+/// Docker calls per machine by operation, averaged over the repetitions.
+fn mean_calls(runs: &[LifecycleRun], n: usize) -> String {
+    let mut total = std::collections::BTreeMap::<String, f64>::new();
+    let machines = (runs.len() * n) as f64;
+    for run in runs {
+        for (op, count) in &run.docker_calls {
+            *total.entry(op.clone()).or_default() += *count as f64 / machines;
+        }
+    }
+    total
+        .iter()
+        .map(|(op, c)| format!("{op} {c:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let repetitions = args
+        .repetitions
+        .unwrap_or(if args.quick { 1 } else { 3 })
+        .max(1);
+    let sizes = args.sizes.clone().unwrap_or_else(|| {
+        if args.quick {
+            vec![1, 10]
+        } else {
+            vec![1, 10, 30]
+        }
+    });
+    let rest_machines = args
+        .rest_machines
+        .unwrap_or(if args.quick { 20 } else { 100 });
+    let rest_window =
+        Duration::from_secs(
+            args.rest_seconds
+                .unwrap_or(if args.quick { 20 } else { 60 }),
+        );
+    let node_image = args
+        .node_image
+        .clone()
+        .or_else(|| image_setting("CAPD_TEST_NODE_IMAGE"))
+        .context("no node image: run e2e/images/build.sh or pass --node-image")?;
+    let haproxy_image = args
+        .haproxy_image
+        .clone()
+        .or_else(|| image_setting("CAPD_TEST_HAPROXY_IMAGE"))
+        .context("no haproxy image: run e2e/images/build.sh or pass --haproxy-image")?;
+
+    let privileged = docker_cli(&[
+        "run",
+        "--rm",
+        "--privileged",
+        "--entrypoint",
+        "true",
+        &node_image,
+    ])
+    .0;
+    let mut engine = DockerEngine::connect().await?;
+    if !privileged {
+        eprintln!(
+            "note: this engine refuses privileged containers; floor and manager run them unprivileged"
+        );
+        engine = engine.without_privileges();
+    }
+    let runtime: Arc<dyn ContainerRuntime> = Arc::new(engine);
+    let floor = Floor {
+        runtime: runtime.clone(),
+        node_image: node_image.clone(),
+        haproxy_image: haproxy_image.clone(),
+        version: VERSION.to_string(),
+        cloud_config: CLOUD_CONFIG.to_string(),
+        concurrency: args.concurrency,
+    };
+    let workload = Workload {
+        node_image,
+        haproxy_image,
+        version: VERSION.to_string(),
+        cloud_config: CLOUD_CONFIG.to_string(),
+    };
+    let mut run = Run {
+        prefix: format!("b{:x}", std::process::id() & 0xfff),
+        counter: 0,
+        dir: tempfile::tempdir()?,
+        manager: args.manager.clone(),
+        unprivileged: !privileged,
+    };
+    let mut cleanup = Cleanup {
+        clusters: Vec::new(),
+        networks: Vec::new(),
+    };
+    let mut rows = Vec::new();
+    let (mut lb_floor, mut lb_provider) = (Vec::new(), Vec::new());
+    let mut all_runs: Vec<LifecycleRun> = Vec::new();
+
+    for &n in &sizes {
+        let (mut floor_up, mut floor_down, mut runs) = (Vec::new(), Vec::new(), Vec::new());
+        for rep in 0..repetitions {
+            eprintln!("N={n} repetition {}/{repetitions}: floor", rep + 1);
+            let network = run.name("n");
+            let cluster = run.name("f");
+            cleanup.networks.push(network.clone());
+            cleanup.clusters.push(cluster.clone());
+            if n == sizes[0] {
+                lb_floor.push(floor.load_balancer(&network, &cluster).await?.as_secs_f64());
+            }
+            let (up, names) = floor.provision(&network, &cluster, n).await?;
+            floor_up.push(up.as_secs_f64());
+            floor_down.push(floor.delete(&names).await?.as_secs_f64());
+
+            eprintln!("N={n} repetition {}/{repetitions}: provider", rep + 1);
+            let network = run.name("n");
+            let cluster = run.name("p");
+            cleanup.networks.push(network.clone());
+            cleanup.clusters.push(cluster.clone());
+            let result =
+                provider::lifecycle(run.settings(&network), &runtime, &workload, &cluster, n)
+                    .await?;
+            if n == sizes[0] {
+                lb_provider.push(result.load_balancer);
+            }
+            runs.push(result);
+        }
+        let pick = |f: fn(&LifecycleRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
+        rows.push(Row::versus(
+            format!("provision N={n}"),
+            "s",
+            &floor_up,
+            &pick(|r| r.provision),
+        ));
+        rows.push(Row::versus(
+            format!("delete N={n}"),
+            "s",
+            &floor_down,
+            &pick(|r| r.delete),
+        ));
+        rows.push(Row::single(
+            format!("manager peak RSS N={n}"),
+            "MiB",
+            &pick(|r| r.peak_rss_mib),
+        ));
+        rows.push(
+            Row::single(
+                format!("manager CPU N={n}"),
+                "cpu-s",
+                &pick(|r| r.cpu_seconds),
+            )
+            .note("creation to deletion"),
+        );
+        rows.push(
+            Row::single(
+                format!("API writes / machine N={n}"),
+                "writes",
+                &pick(|r| r.writes_per_machine),
+            )
+            .note(format!(
+                "of which Events {:.1}",
+                stats::Summary::of(&pick(|r| r.event_writes_per_machine)).map_or(0.0, |s| s.median)
+            )),
+        );
+        rows.push(
+            Row::single(
+                format!("Docker calls / machine N={n}"),
+                "calls",
+                &pick(|r| r.docker_calls_per_machine),
+            )
+            .note(mean_calls(&runs, n).replace('|', "/")),
+        );
+        if let Some(last) = runs.last() {
+            eprintln!("N={n} writes of the last repetition: {:?}", last.writes);
+        }
+        all_runs.extend(runs);
+    }
+    rows.insert(
+        0,
+        Row::versus("load balancer", "s", &lb_floor, &lb_provider)
+            .note("DockerCluster created → provisioned"),
+    );
+
+    eprintln!("rest: {rest_machines} machines, {}s", rest_window.as_secs());
+    let network = run.name("n");
+    let cluster = run.name("r");
+    cleanup.networks.push(network.clone());
+    cleanup.clusters.push(cluster.clone());
+    let rest = provider::at_rest(
+        run.settings(&network),
+        &workload,
+        &cluster,
+        rest_machines,
+        rest_window,
+    )
+    .await?;
+    let rest_note = format!(
+        "{rest_machines} provisioned machines, {} s",
+        rest_window.as_secs()
+    );
+    rows.push(
+        Row::single("at rest: RSS", "MiB", &[rest.rss_mib])
+            .note(format!("{rest_note}; peak {:.1} MiB", rest.peak_rss_mib)),
+    );
+    rows.push(Row::single("at rest: CPU", "cpu-s", &[rest.cpu_seconds]).note(rest_note.clone()));
+    rows.push(
+        Row::single("at rest: API writes", "writes", &[rest.writes as f64]).note(rest_note.clone()),
+    );
+    rows.push(
+        Row::single(
+            "at rest: Docker calls",
+            "calls",
+            &[rest.docker_calls as f64],
+        )
+        .note(rest_note),
+    );
+
+    let binary = std::fs::metadata(&args.manager)?.len() as f64 / (1024.0 * 1024.0);
+    rows.push(
+        Row::single("manager binary", "MiB", &[binary]).note("static, stripped release build"),
+    );
+    if let Some(image) = &args.image {
+        let (ok, size) = docker_cli(&["image", "inspect", "--format", "{{.Size}}", image]);
+        if let (true, Ok(bytes)) = (ok, size.parse::<f64>()) {
+            rows.push(
+                Row::single("manager image", "MiB", &[bytes / (1024.0 * 1024.0)])
+                    .note(image.clone()),
+            );
+        }
+    }
+    drop(cleanup);
+
+    let report = Report {
+        machine: machine_description(),
+        repetitions,
+        quick: args.quick,
+        rows,
+    };
+    println!(
+        "Machine: {}; {} repetition(s){}\n",
+        report.machine,
+        repetitions,
+        if args.quick { ", --quick" } else { "" }
+    );
+    println!("{}", report.table());
+    if let Some(parent) = args.out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&args.out, report.json())?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(())
+}

@@ -1,0 +1,473 @@
+//! The whole stack for one provider run: a management and a workload test API server, our CRDs
+//! and Cluster API's, and the manager binary, with the benchmark playing Cluster API core
+//! (Cluster, Machines, bootstrap secrets, kubeconfig, Nodes as kubelet registers them).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Client, Config};
+use serde_json::{Value, json};
+use testapiserver::{Handle, Options, TestApiServer};
+
+/// Namespace of every object.
+pub const NAMESPACE: &str = "default";
+
+const REFERENCE_CAPI_CRDS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/reference/crds/capi-release-1.12"
+);
+const OUR_CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/crd/bases");
+
+/// How the manager runs.
+#[derive(Debug, Clone)]
+pub struct ManagerSettings {
+    /// The manager binary.
+    pub binary: PathBuf,
+    /// Docker network of the clusters.
+    pub network: String,
+    /// Run containers unprivileged (engines that refuse privileged containers).
+    pub unprivileged: bool,
+    /// Where the manager writes its Docker call counts.
+    pub count_file: PathBuf,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+/// One provider run's world.
+pub struct Stack {
+    /// Management API server.
+    pub mgmt: Handle,
+    /// Workload cluster API server.
+    pub workload: Handle,
+    /// Client of the management API server.
+    pub client: Client,
+    workload_client: Client,
+    manager: Child,
+    health_port: u16,
+    settings: ManagerSettings,
+}
+
+/// The kind of a Cluster API core object.
+pub fn capi(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind))
+}
+
+/// The kind of one of our objects.
+pub fn infra(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta2",
+        kind,
+    ))
+}
+
+async fn client_for(handle: &Handle) -> Result<Client> {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(handle.kubeconfig_yaml())?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+fn crd_from_file(path: &Path) -> Result<CustomResourceDefinition> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    serde_saphyr::from_str(&text).with_context(|| format!("parse {}", path.display()))
+}
+
+fn minimal_capi_crd(kind: &str, plural: &str) -> Result<CustomResourceDefinition> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.cluster.x-k8s.io")},
+        "spec": {
+            "group": "cluster.x-k8s.io",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+            "versions": [{
+                "name": "v1beta2", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            }]
+        }
+    }))?)
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Polls `check` every `every` until it returns `Some`, for at most `timeout`.
+pub async fn poll<T, F, Fut>(
+    timeout: Duration,
+    every: Duration,
+    what: &str,
+    mut check: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await? {
+            return Ok(value);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+impl Stack {
+    /// Starts the API servers, installs the CRDs, starts the manager and waits until it is ready.
+    pub async fn start(settings: ManagerSettings) -> Result<Stack> {
+        let mgmt = TestApiServer::start(Options::default()).await?;
+        let workload = TestApiServer::start(Options {
+            context_name: "workload".into(),
+            ..Options::default()
+        })
+        .await?;
+        let client = client_for(&mgmt).await?;
+        let workload_client = client_for(&workload).await?;
+        install_crds(&client).await?;
+        let health_port = free_port()?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&settings.log)?;
+        let _ = std::fs::remove_file(&settings.count_file);
+        let manager = Command::new(&settings.binary)
+            .args([
+                &format!("--kubeconfig={}", mgmt.kubeconfig_path().display()),
+                &format!("--health-addr=127.0.0.1:{health_port}"),
+                "--diagnostics-address=0",
+                &format!("--docker-network={}", settings.network),
+            ])
+            .env_remove("RUST_LOG")
+            .env("CAPD_DOCKER_NETWORK", &settings.network)
+            .env(
+                capd::controllers::UNPRIVILEGED_ENV,
+                if settings.unprivileged {
+                    "true"
+                } else {
+                    "false"
+                },
+            )
+            .env(capd::docker::counting::COUNT_ENV, &settings.count_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {}", settings.binary.display()))?;
+        let stack = Stack {
+            mgmt,
+            workload,
+            client,
+            workload_client,
+            manager,
+            health_port,
+            settings,
+        };
+        stack.wait_ready().await?;
+        Ok(stack)
+    }
+
+    /// The manager's process id.
+    pub fn pid(&self) -> u32 {
+        self.manager.id()
+    }
+
+    async fn wait_ready(&self) -> Result<()> {
+        let port = self.health_port;
+        poll(
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            "the manager to be ready",
+            || async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                else {
+                    return Ok(None);
+                };
+                stream
+                    .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .await?;
+                let mut answer = String::new();
+                stream.read_to_string(&mut answer).await?;
+                Ok(answer.starts_with("HTTP/1.1 200").then_some(()))
+            },
+        )
+        .await
+    }
+
+    /// Docker calls the manager made so far, by operation.
+    pub fn docker_calls(&self) -> BTreeMap<String, u64> {
+        std::fs::read_to_string(&self.settings.count_file)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
+    /// Stops the manager (SIGTERM, then a wait).
+    pub fn stop(mut self) {
+        let pid = self.manager.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.manager.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.manager.kill();
+        let _ = self.manager.wait();
+    }
+
+    /// The API of a kind in the namespace.
+    pub fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), NAMESPACE, resource)
+    }
+
+    async fn create(&self, resource: &ApiResource, object: Value) -> Result<DynamicObject> {
+        let object: DynamicObject = serde_json::from_value(object)?;
+        Ok(self
+            .api(resource)
+            .create(&PostParams::default(), &object)
+            .await?)
+    }
+
+    /// Creates a Cluster (infrastructure provisioned, control plane initialized, as Cluster API
+    /// reports once the load balancer is up) and its DockerCluster; returns the Cluster.
+    pub async fn create_cluster(&self, name: &str, haproxy_image: &str) -> Result<DynamicObject> {
+        let cluster = self
+            .create(&capi("Cluster"), json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Cluster",
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "spec": {
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": name},
+                    "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": name}
+                }
+            }))
+            .await?;
+        let (repository, tag) = haproxy_image
+            .rsplit_once(':')
+            .context("the haproxy image has a tag")?;
+        let repository = repository
+            .strip_suffix("/haproxy")
+            .context("the haproxy image is named <repository>/haproxy:<tag>")?;
+        self.create(
+            &infra("DockerCluster"),
+            json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": "DockerCluster",
+                "metadata": {
+                    "name": name, "namespace": NAMESPACE,
+                    "labels": {"cluster.x-k8s.io/cluster-name": name},
+                    "ownerReferences": [owner("Cluster", &cluster)]
+                },
+                "spec": {"loadBalancer": {"imageRepository": repository, "imageTag": tag}}
+            }),
+        )
+        .await?;
+        Ok(cluster)
+    }
+
+    /// Whether the DockerCluster is provisioned.
+    pub async fn docker_cluster_provisioned(&self, name: &str) -> Result<bool> {
+        let Some(dc) = self.api(&infra("DockerCluster")).get_opt(name).await? else {
+            return Ok(false);
+        };
+        Ok(dc.data["status"]["initialization"]["provisioned"] == json!(true))
+    }
+
+    /// Plays Cluster API core once the infrastructure is up: the Cluster is marked provisioned
+    /// and initialized, the workload kubeconfig and the bootstrap secret exist.
+    pub async fn prepare_machines(&self, cluster: &str, cloud_config: &str) -> Result<()> {
+        self.api(&capi("Cluster"))
+            .patch_status(
+                cluster,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"initialization": {"infrastructureProvisioned": true, "controlPlaneInitialized": true}}})),
+            )
+            .await?;
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let kubeconfig: Secret = serde_json::from_value(json!({
+            "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": NAMESPACE, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "stringData": {"value": self.workload.kubeconfig_yaml()}
+        }))?;
+        secrets.create(&PostParams::default(), &kubeconfig).await?;
+        let bootstrap: Secret = serde_json::from_value(json!({
+            "metadata": {"name": format!("{cluster}-bootstrap"), "namespace": NAMESPACE},
+            "stringData": {"value": cloud_config, "format": "cloud-config"}
+        }))?;
+        secrets.create(&PostParams::default(), &bootstrap).await?;
+        Ok(())
+    }
+
+    /// Creates worker Machine `name` of `cluster` and registers its Node in the workload cluster.
+    pub async fn create_machine(
+        &self,
+        cluster: &str,
+        name: &str,
+        version: &str,
+    ) -> Result<DynamicObject> {
+        let machine = self
+            .create(&capi("Machine"), json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Machine",
+                "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "spec": {
+                    "clusterName": cluster,
+                    "version": version,
+                    "bootstrap": {"dataSecretName": format!("{cluster}-bootstrap")},
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": name}
+                }
+            }))
+            .await?;
+        let nodes: Api<Node> = Api::all(self.workload_client.clone());
+        let node: Node = serde_json::from_value(
+            json!({"metadata": {"name": format!("{cluster}-{name}")}, "spec": {}}),
+        )?;
+        nodes.create(&PostParams::default(), &node).await?;
+        Ok(machine)
+    }
+
+    /// Creates the DockerMachine of `machine`.
+    pub async fn create_docker_machine(
+        &self,
+        cluster: &str,
+        machine: &DynamicObject,
+        image: &str,
+    ) -> Result<()> {
+        let name = machine.metadata.name.clone().unwrap_or_default();
+        self.create(
+            &infra("DockerMachine"),
+            json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": "DockerMachine",
+                "metadata": {
+                    "name": name, "namespace": NAMESPACE,
+                    "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                    "ownerReferences": [owner("Machine", machine)]
+                },
+                "spec": {"customImage": image}
+            }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// How many DockerMachines are provisioned with bootstrap completed.
+    pub async fn bootstrapped_machines(&self) -> Result<usize> {
+        let list = self
+            .api(&infra("DockerMachine"))
+            .list(&ListParams::default())
+            .await?;
+        Ok(list.items.iter().filter(|dm| is_bootstrapped(dm)).count())
+    }
+
+    /// How many workload Nodes carry a providerID.
+    pub async fn initialized_nodes(&self) -> Result<usize> {
+        let nodes: Api<Node> = Api::all(self.workload_client.clone());
+        let list = nodes.list(&ListParams::default()).await?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|n| {
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_ref())
+                    .is_some()
+            })
+            .count())
+    }
+
+    /// How many DockerMachines exist.
+    pub async fn docker_machine_count(&self) -> Result<usize> {
+        Ok(self
+            .api(&infra("DockerMachine"))
+            .list(&ListParams::default())
+            .await?
+            .items
+            .len())
+    }
+}
+
+/// Provisioned (`status.initialization.provisioned`) and `BootstrapCompleted` True.
+pub fn is_bootstrapped(dm: &DynamicObject) -> bool {
+    let status = &dm.data["status"];
+    status["initialization"]["provisioned"] == json!(true)
+        && status["conditions"].as_array().is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == "BootstrapCompleted" && c["status"] == "True")
+        })
+}
+
+fn owner(kind: &str, object: &DynamicObject) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": kind,
+        "name": object.metadata.name,
+        "uid": object.metadata.uid,
+        "controller": true,
+        "blockOwnerDeletion": true
+    })
+}
+
+async fn install_crds(client: &Client) -> Result<()> {
+    let mut crds = Vec::new();
+    for entry in std::fs::read_dir(OUR_CRDS).with_context(|| format!("read {OUR_CRDS}"))? {
+        crds.push(crd_from_file(&entry?.path())?);
+    }
+    let reference = Path::new(REFERENCE_CAPI_CRDS);
+    if reference.is_dir() {
+        for file in [
+            "cluster.x-k8s.io_clusters.yaml",
+            "cluster.x-k8s.io_machines.yaml",
+        ] {
+            crds.push(crd_from_file(&reference.join(file))?);
+        }
+    } else {
+        crds.push(minimal_capi_crd("Cluster", "clusters")?);
+        crds.push(minimal_capi_crd("Machine", "machines")?);
+    }
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in &crds {
+        api.create(&PostParams::default(), crd).await?;
+    }
+    for crd in &crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        poll(
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            "CRDs to be established",
+            || {
+                let api = api.clone();
+                let name = name.clone();
+                async move {
+                    let crd = api.get(&name).await?;
+                    Ok(crd
+                        .status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                        .then_some(()))
+                }
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}

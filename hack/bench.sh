@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Benchmarks the provider against the raw Docker floor on this machine and prints a table; the
+# figures also go to out/bench.json (git-ignored). Builds what it needs:
+#   - the test images (e2e/images/build.sh; nothing is pulled),
+#   - the manager image (hack/image-build.sh: a static release build; its binary is the one measured),
+#   - the benchmark binary (e2e/bench, dev profile: it mostly waits, and the floor's time is the
+#     engine's; a second release build of every dependency would cost more than it shows).
+# Usage: hack/bench.sh [--quick] [capd-bench flags, e.g. --repetitions 5 --sizes 1,10,30]
+#   --quick  one repetition, N = 1 and 10, 20 machines for 20 s at rest (a few minutes)
+# Not part of hack/test.sh: the full run takes about a quarter of an hour on 2 cores.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+image=capd-rs-manager:bench
+
+echo "--- test images" >&2
+bash e2e/images/build.sh >&2
+echo "--- manager image $image" >&2
+bash hack/image-build.sh "$image" >&2
+echo "--- benchmark binary" >&2
+cargo build --locked -p capd-bench >&2
+
+exec target/debug/capd-bench \
+  --manager target/x86_64-unknown-linux-gnu/release/manager \
+  --image "$image" \
+  --out out/bench.json \
+  "$@"

@@ -1,0 +1,178 @@
+//! [`CountingRuntime`]: a [`ContainerRuntime`] that counts the calls it forwards, for the
+//! benchmark (`e2e/bench`). The manager wraps its engine client in it only when
+//! [`COUNT_ENV`] names a file, so production runs pay nothing.
+//!
+//! After every call the counts are written to that file as a JSON object keyed by operation
+//! (`{"exec": 12, "inspect_container": 4, ...}`), replaced atomically so a reader never sees a
+//! partial file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+
+use super::runtime::{ContainerRuntime, RuntimeError};
+use super::types::{
+    ContainerInfo, ContainerSpec, ContainerSummary, ExecOutput, ExecRequest, HostInfo, Labels,
+    NetworkInfo, NetworkSpec,
+};
+
+/// Environment variable naming the file the manager writes its Docker call counts to.
+pub const COUNT_ENV: &str = "CAPD_RS_COUNT_DOCKER_CALLS";
+
+/// Forwards every call to `inner` and counts it by operation.
+#[derive(Debug)]
+pub struct CountingRuntime {
+    inner: Arc<dyn ContainerRuntime>,
+    file: PathBuf,
+    counts: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl CountingRuntime {
+    /// Wraps `inner`; counts are written to `file` after every call.
+    pub fn new(inner: Arc<dyn ContainerRuntime>, file: impl Into<PathBuf>) -> Self {
+        CountingRuntime {
+            inner,
+            file: file.into(),
+            counts: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The counts so far, by operation.
+    pub fn counts(&self) -> BTreeMap<&'static str, u64> {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn count(&self, operation: &'static str) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        *counts.entry(operation).or_default() += 1;
+        // Written under the lock: one writer at a time, the file always holds the latest counts.
+        if let Err(error) = write_counts(&self.file, &counts) {
+            tracing::warn!(file = %self.file.display(), %error, "Writing the Docker call counts failed");
+        }
+    }
+}
+
+fn write_counts(file: &Path, counts: &BTreeMap<&'static str, u64>) -> std::io::Result<()> {
+    let text = serde_json::to_string(counts).map_err(std::io::Error::other)?;
+    let staging = file.with_extension("tmp");
+    std::fs::write(&staging, text)?;
+    std::fs::rename(staging, file)
+}
+
+#[async_trait]
+impl ContainerRuntime for CountingRuntime {
+    async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
+        self.count("host_info");
+        self.inner.host_info().await
+    }
+
+    async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>, RuntimeError> {
+        self.count("inspect_network");
+        self.inner.inspect_network(name).await
+    }
+
+    async fn list_networks(&self, labels: &Labels) -> Result<Vec<NetworkInfo>, RuntimeError> {
+        self.count("list_networks");
+        self.inner.list_networks(labels).await
+    }
+
+    async fn create_network(&self, spec: &NetworkSpec) -> Result<String, RuntimeError> {
+        self.count("create_network");
+        self.inner.create_network(spec).await
+    }
+
+    async fn remove_network(&self, name: &str) -> Result<(), RuntimeError> {
+        self.count("remove_network");
+        self.inner.remove_network(name).await
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+        self.count("image_exists");
+        self.inner.image_exists(image).await
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+        self.count("pull_image");
+        self.inner.pull_image(image).await
+    }
+
+    async fn save_image(&self, image: &str, dest: &Path) -> Result<(), RuntimeError> {
+        self.count("save_image");
+        self.inner.save_image(image, dest).await
+    }
+
+    async fn run_container(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
+        self.count("run_container");
+        self.inner.run_container(spec).await
+    }
+
+    async fn inspect_container(&self, name: &str) -> Result<Option<ContainerInfo>, RuntimeError> {
+        self.count("inspect_container");
+        self.inner.inspect_container(name).await
+    }
+
+    async fn list_containers(
+        &self,
+        labels: &Labels,
+    ) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        self.count("list_containers");
+        self.inner.list_containers(labels).await
+    }
+
+    async fn exec(
+        &self,
+        container: &str,
+        request: &ExecRequest,
+    ) -> Result<ExecOutput, RuntimeError> {
+        self.count("exec");
+        self.inner.exec(container, request).await
+    }
+
+    async fn kill_container(&self, name: &str, signal: &str) -> Result<(), RuntimeError> {
+        self.count("kill_container");
+        self.inner.kill_container(name, signal).await
+    }
+
+    async fn delete_container(&self, name: &str) -> Result<(), RuntimeError> {
+        self.count("delete_container");
+        self.inner.delete_container(name).await
+    }
+
+    async fn container_logs(&self, name: &str) -> Result<String, RuntimeError> {
+        self.count("container_logs");
+        self.inner.container_logs(name).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::docker::FakeRuntime;
+
+    #[tokio::test]
+    async fn calls_are_forwarded_counted_and_written_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("calls.json");
+        let fake = FakeRuntime::new();
+        fake.add_image("node:1");
+        let counting = CountingRuntime::new(Arc::new(fake), &file);
+        assert!(counting.image_exists("node:1").await.unwrap());
+        assert!(!counting.image_exists("absent:1").await.unwrap());
+        assert!(counting.inspect_container("c1").await.unwrap().is_none());
+        let written: BTreeMap<String, u64> =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(
+            written,
+            BTreeMap::from([
+                ("image_exists".to_string(), 2),
+                ("inspect_container".to_string(), 1)
+            ])
+        );
+        assert_eq!(counting.counts().values().sum::<u64>(), 3);
+    }
+}
