@@ -4,9 +4,8 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use capd::docker::{ContainerRuntime, DockerEngine, Labels};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -99,17 +98,7 @@ pub async fn engine() -> DockerEngine {
 
 /// A name unique to this process and call, starting with `prefix`.
 pub fn unique(prefix: &str) -> String {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "capdt-{prefix}-{}-{}{:05x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst),
-        nanos & 0xfffff
-    )
+    crate::common::unique(&format!("capdt-{prefix}"))
 }
 
 fn docker_lines(args: &[&str]) -> Vec<String> {
@@ -218,63 +207,10 @@ impl Answer {
     }
 }
 
-#[derive(Debug)]
-struct AcceptAnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// `GET https://127.0.0.1:<port><path>` without verifying the (self-signed) certificate.
 pub async fn https_get(port: u16, path: &str) -> Result<Answer, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
-        .with_no_client_auth();
+    let config = crate::common::accept_any_certificate(rustls::DEFAULT_VERSIONS)
+        .map_err(|e| e.to_string())?;
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let work = async {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
