@@ -8,6 +8,7 @@
 // Test crate: helpers outside #[test] functions fail the test by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
 mod gardener_support;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -17,6 +18,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use capd::docker::network::ula_subnet;
 use capd::docker::{ContainerRuntime, DockerEngine, Labels, NetworkInfo, NetworkSpec};
 use capd::gardener::{NAME_LABEL, NAMESPACE_LABEL};
+use common::unique;
 use gardener_support::*;
 use ipnetwork::{IpNetwork, Ipv4Network};
 use serde_json::json;

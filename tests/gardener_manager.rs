@@ -5,6 +5,7 @@
 // Test crate: helpers outside #[test] functions fail the test by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
 mod gardener_support;
 
 use std::fs::File;
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use capd::docker::{ContainerRuntime, DockerEngine};
+use common::unique;
 use gardener_support::*;
 use serde_json::json;
 

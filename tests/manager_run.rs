@@ -5,6 +5,7 @@
 // Test crate: helpers outside #[test] functions fail the test by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
 mod manager_support;
 
 use std::sync::Arc;

@@ -13,7 +13,7 @@
 //! - [`crd`]: builds the merged `CustomResourceDefinition` of every kind (used by `crdgen`).
 //!   Use [`crd::all`], not `CustomResourceExt::crd()`: the derive is told not to generate
 //!   schemas, because [`schema`] produces CAPD-identical ones.
-//! - [`duration`]: Go duration strings (`spec.bootstrapTimeout`).
+//! - [`duration`]: Go duration strings (`spec.bootstrapTimeout`, the manager's duration flags).
 
 pub mod capi;
 pub mod conditions;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use capd::api::crd;
+use capd::manager::error_chain;
 
 /// Folder of the generated CRDs, relative to the crate root.
 const BASES: &str = "config/crd/bases";
@@ -96,15 +97,4 @@ fn leftovers(dir: &Path, files: &[(String, String)]) -> Vec<String> {
         .collect();
     extra.sort();
     extra
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

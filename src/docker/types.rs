@@ -58,6 +58,33 @@ pub struct ContainerSpec {
     pub userns_host: bool,
 }
 
+impl ContainerSpec {
+    /// The settings CAPD gives every container it runs, nodes and load balancers alike
+    /// (`RunContainer`): hostname = name, a TTY, privileged with seccomp and AppArmor unconfined,
+    /// tmpfs on `/tmp` and `/run`, an anonymous volume on `/var`, restart once on failure.
+    pub fn capd_defaults(name: &str, image: &str, network: &str) -> Self {
+        ContainerSpec {
+            name: name.to_string(),
+            hostname: Some(name.to_string()),
+            image: image.to_string(),
+            tty: true,
+            privileged: true,
+            security_opt: vec![
+                "seccomp=unconfined".to_string(),
+                "apparmor=unconfined".to_string(),
+            ],
+            tmpfs: BTreeMap::from([
+                ("/tmp".to_string(), String::new()),
+                ("/run".to_string(), String::new()),
+            ]),
+            volumes: vec!["/var".to_string()],
+            restart: RestartPolicy::OnFailure { max_retries: 1 },
+            network: network.to_string(),
+            ..ContainerSpec::default()
+        }
+    }
+}
+
 /// A host path mounted into a container.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BindMount {

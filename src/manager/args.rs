@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
 
-use super::duration::{DurationError, parse_go_duration};
 use super::feature_gates::FeatureGates;
 use super::listen::ListenAddr;
+use crate::api::duration::parse_go_duration;
 
 /// Why a flag value was rejected (beyond what clap itself checks).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -35,9 +35,6 @@ pub enum ArgsError {
     /// A required text value was empty.
     #[error("must not be empty")]
     Empty,
-    /// A duration did not parse.
-    #[error(transparent)]
-    Duration(#[from] DurationError),
 }
 
 /// Log line format.
@@ -93,16 +90,16 @@ pub struct Args {
 
     /// Interval at which non-leader candidates wait to force acquire leadership (duration
     /// string).
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_go_duration)]
     pub leader_elect_lease_duration: Duration,
 
     /// Duration that the leading controller manager retries refreshing leadership before giving
     /// up; the process exits when it does (duration string).
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_go_duration)]
     pub leader_elect_renew_deadline: Duration,
 
     /// Duration the leader election clients wait between tries of actions (duration string).
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_go_duration)]
     pub leader_elect_retry_period: Duration,
 
     /// The address the health endpoint binds to: /healthz (alive) and /readyz (ready once the
@@ -133,7 +130,7 @@ pub struct Args {
     pub tls_min_version: TlsMinVersion,
 
     /// The minimum interval at which watched resources are reconciled (duration string).
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_go_duration)]
     pub sync_period: Duration,
 
     /// Number of DockerMachines to process simultaneously.
@@ -223,10 +220,6 @@ pub struct Args {
     /// ~/.kube/config, then the in-cluster service account are used.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-}
-
-fn parse_duration(value: &str) -> Result<Duration, ArgsError> {
-    Ok(parse_go_duration(value)?)
 }
 
 /// Go's `strconv.ParseBool` spellings.

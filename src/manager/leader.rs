@@ -76,7 +76,7 @@ impl LeaderElectionConfig {
         renew_deadline: Duration,
         retry_period: Duration,
     ) -> Result<Self, LeaderConfigError> {
-        use super::duration::format_go_duration as go;
+        use crate::api::duration::format_go_duration as go;
         if retry_period.is_zero() {
             return Err(LeaderConfigError::ZeroRetryPeriod);
         }

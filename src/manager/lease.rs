@@ -228,7 +228,7 @@ impl LeaderElector {
                 return Err(LeaseError::Lost {
                     reason: format!(
                         "could not renew the Lease within {}",
-                        super::duration::format_go_duration(self.config.renew_deadline)
+                        crate::api::duration::format_go_duration(self.config.renew_deadline)
                     ),
                 });
             }

@@ -36,7 +36,6 @@ pub mod apiserver;
 pub mod args;
 pub mod context;
 pub mod diagnostics;
-pub mod duration;
 pub mod feature_gates;
 pub mod health;
 pub mod leader;

@@ -5,8 +5,6 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use capd::docker::{ContainerRuntime, DockerEngine, Labels};
 
@@ -98,17 +96,7 @@ pub async fn engine() -> DockerEngine {
 
 /// A name unique to this process and call, starting with `prefix`.
 pub fn unique(prefix: &str) -> String {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "capdt-{prefix}-{}-{}{:05x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst),
-        nanos & 0xfffff
-    )
+    crate::common::unique(&format!("capdt-{prefix}"))
 }
 
 fn docker_lines(args: &[&str]) -> Vec<String> {

@@ -313,22 +313,6 @@ pub fn config(networks: Value) -> Value {
     })
 }
 
-/// A process-unique suffix for Docker names, so parallel runs never collide.
-pub fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    format!(
-        "{prefix}-{}-{:x}-{}",
-        std::process::id(),
-        nanos,
-        NEXT.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
 /// Removes the listed Docker networks when dropped (also when the test panics).
 pub struct Cleanup {
     /// Network names.

@@ -351,13 +351,7 @@ pub async fn https_get(
     token: Option<&str>,
     versions: &[&'static rustls::SupportedProtocolVersion],
 ) -> std::io::Result<(u16, String)> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(versions)
-        .map_err(std::io::Error::other)?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(danger::AcceptAnyCertificate(provider)))
-        .with_no_client_auth();
+    let config = crate::common::accept_any_certificate(versions).map_err(std::io::Error::other)?;
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let name =
@@ -381,64 +375,5 @@ where
             panic!("timed out after {timeout:?} waiting for {what}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-mod danger {
-    use std::sync::Arc;
-
-    use rustls::DigitallySignedStruct;
-    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-    use rustls::crypto::CryptoProvider;
-    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-
-    /// Skips certificate validation (the manager's certificate is self-signed) but still checks
-    /// handshake signatures.
-    #[derive(Debug)]
-    pub struct AcceptAnyCertificate(pub Arc<CryptoProvider>);
-
-    impl ServerCertVerifier for AcceptAnyCertificate {
-        fn verify_server_cert(
-            &self,
-            _: &CertificateDer<'_>,
-            _: &[CertificateDer<'_>],
-            _: &ServerName<'_>,
-            _: &[u8],
-            _: UnixTime,
-        ) -> Result<ServerCertVerified, rustls::Error> {
-            Ok(ServerCertVerified::assertion())
-        }
-
-        fn verify_tls12_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            rustls::crypto::verify_tls12_signature(
-                message,
-                cert,
-                dss,
-                &self.0.signature_verification_algorithms,
-            )
-        }
-
-        fn verify_tls13_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            rustls::crypto::verify_tls13_signature(
-                message,
-                cert,
-                dss,
-                &self.0.signature_verification_algorithms,
-            )
-        }
-
-        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-            self.0.signature_verification_algorithms.supported_schemes()
-        }
     }
 }

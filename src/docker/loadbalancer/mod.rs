@@ -21,9 +21,7 @@ use super::node::{
     primary_ip, role_selector,
 };
 use super::runtime::{ContainerRuntime, RuntimeError, ensure_image};
-use super::types::{
-    ContainerInfo, ContainerSpec, ContainerSummary, Labels, PortPublish, RestartPolicy,
-};
+use super::types::{ContainerInfo, ContainerSpec, ContainerSummary, Labels, PortPublish};
 
 /// Image repository used when `spec.loadBalancer.imageRepository` is empty.
 pub const DEFAULT_IMAGE_REPOSITORY: &str = "kindest";
@@ -197,37 +195,16 @@ impl LoadBalancerSpec {
             sysctls.insert("net.ipv6.conf.all.forwarding".to_string(), "1".to_string());
         }
         ContainerSpec {
-            name: self.name(),
-            hostname: Some(self.name()),
-            image: self.image.clone(),
             labels,
-            env: Vec::new(),
             entrypoint: Some(
                 ["haproxy", "-W", "-db", "-f", CONFIG_PATH]
                     .iter()
                     .map(ToString::to_string)
                     .collect(),
             ),
-            cmd: None,
-            tty: true,
-            privileged: true,
-            security_opt: vec![
-                "seccomp=unconfined".to_string(),
-                "apparmor=unconfined".to_string(),
-            ],
-            tmpfs: BTreeMap::from([
-                ("/tmp".to_string(), String::new()),
-                ("/run".to_string(), String::new()),
-            ]),
-            volumes: vec!["/var".to_string()],
-            mounts: Vec::new(),
             ports: vec![publish(self.effective_frontend_port()), publish(STATS_PORT)],
-            restart: RestartPolicy::OnFailure { max_retries: 1 },
-            private_cgroupns: false,
             sysctls,
-            network: self.network.clone(),
-            devices: Vec::new(),
-            userns_host: false,
+            ..ContainerSpec::capd_defaults(&self.name(), &self.image, &self.network)
         }
     }
 }

@@ -25,7 +25,7 @@ pub use ops::{
 pub use proxy::{ProxyEnv, no_proxy_list};
 
 use super::kind::KindMode;
-use super::types::{BindMount, ContainerSpec, DeviceMapping, Labels, PortPublish, RestartPolicy};
+use super::types::{BindMount, ContainerSpec, DeviceMapping, Labels, PortPublish};
 
 /// Label naming the cluster a container belongs to (kind's, so kind tooling sees CAPD clusters).
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
@@ -278,32 +278,15 @@ impl NodeSpec {
         };
 
         ContainerSpec {
-            name: self.name.clone(),
-            hostname: Some(self.name.clone()),
-            image: self.image.clone(),
             labels: self.labels(),
             env,
-            entrypoint: None,
-            cmd: None,
-            tty: true,
-            privileged: true,
-            security_opt: vec![
-                "seccomp=unconfined".to_string(),
-                "apparmor=unconfined".to_string(),
-            ],
-            tmpfs: BTreeMap::from([
-                ("/tmp".to_string(), String::new()),
-                ("/run".to_string(), String::new()),
-            ]),
-            volumes: vec!["/var".to_string()],
             mounts,
             ports,
-            restart: RestartPolicy::OnFailure { max_retries: 1 },
             private_cgroupns: self.mode.private_cgroupns(),
             sysctls,
-            network: self.network.clone(),
             devices,
             userns_host: self.host.userns_remap,
+            ..ContainerSpec::capd_defaults(&self.name, &self.image, &self.network)
         }
     }
 }

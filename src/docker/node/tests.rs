@@ -7,7 +7,7 @@ use super::*;
 use crate::docker::fake::{Call, FakeRuntime, Op};
 use crate::docker::runtime::{ContainerRuntime, RuntimeError};
 use crate::docker::types::{
-    ContainerInfo, EndpointAddresses, ExecOutput, ExecRequest, NetworkSpec,
+    ContainerInfo, EndpointAddresses, ExecOutput, ExecRequest, NetworkSpec, RestartPolicy,
 };
 
 fn cp_spec() -> NodeSpec {

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::{Context, check_image, ratchet, template_spec_immutable};
+use crate::api::duration::parse_go_duration;
 use crate::api::v1beta2::{DockerMachine, DockerMachineSpec, DockerMachineTemplate};
-use crate::manager::duration::parse_go_duration;
 use crate::webhooks::field::{self, FieldError};
 use crate::webhooks::meta::validate_template_metadata;
 

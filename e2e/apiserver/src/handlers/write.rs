@@ -121,6 +121,8 @@ async fn write_inner(
         None => None,
     };
     let schema = Schema::root(def.schema(&req.version), !def.custom);
+    let not_found = || ApiError::not_found(def.qualified(), name.as_deref().unwrap_or_default());
+    let stale = || ApiError::stale(def.qualified(), name.as_deref().unwrap_or_default());
     let mut tracked = false;
     let (candidate, creating) = match op {
         Op::Create(mut obj) => {
@@ -152,24 +154,14 @@ async fn write_inner(
             check_identity(req, &mut obj)?;
             match &live {
                 Some(l) => {
-                    let asked = obj["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or_default();
-                    if !asked.is_empty() && Some(asked) != l["metadata"]["resourceVersion"].as_str()
-                    {
-                        return Err(ApiError::stale(
-                            def.qualified(),
-                            name.as_deref().unwrap_or_default(),
-                        ));
+                    if !resource_version_matches(&obj, l) {
+                        return Err(stale());
                     }
                     (obj, false)
                 }
                 None if def.allow_create_on_update && sub.is_empty() => (obj, true),
                 None => {
-                    return Err(ApiError::not_found(
-                        def.qualified(),
-                        name.as_deref().unwrap_or_default(),
-                    ));
+                    return Err(not_found());
                 }
             }
         }
@@ -192,15 +184,8 @@ async fn write_inner(
             tracked = true;
             match &live {
                 Some(l) => {
-                    let asked = config["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or_default();
-                    if !asked.is_empty() && Some(asked) != l["metadata"]["resourceVersion"].as_str()
-                    {
-                        return Err(ApiError::stale(
-                            def.qualified(),
-                            name.as_deref().unwrap_or_default(),
-                        ));
+                    if !resource_version_matches(&config, l) {
+                        return Err(stale());
                     }
                     (track_apply(&tracking, l, &config, force)?, false)
                 }
@@ -211,28 +196,19 @@ async fn write_inner(
                     (track_apply(&tracking, &base, &config, force)?, true)
                 }
                 None => {
-                    return Err(ApiError::not_found(
-                        def.qualified(),
-                        name.as_deref().unwrap_or_default(),
-                    ));
+                    return Err(not_found());
                 }
             }
         }
         Op::Patch(kind, body) => {
             let Some(l) = &live else {
-                return Err(ApiError::not_found(
-                    def.qualified(),
-                    name.as_deref().unwrap_or_default(),
-                ));
+                return Err(not_found());
             };
             let patched = apply_patch(l, &body, kind, schema)?;
             if patched["metadata"]["resourceVersion"] != l["metadata"]["resourceVersion"]
                 && !patched["metadata"]["resourceVersion"].is_null()
             {
-                return Err(ApiError::stale(
-                    def.qualified(),
-                    name.as_deref().unwrap_or_default(),
-                ));
+                return Err(stale());
             }
             let mut patched = patched;
             check_type(req, &mut patched)?;
@@ -324,6 +300,14 @@ async fn write_inner(
     shared.gc_wakeup.notify_one();
     let out = served(&def, &saved, &req.version).await?;
     Ok(json_response(StatusCode::OK, &out))
+}
+
+/// Whether `asked` names no `resourceVersion` or the one `live` has (optimistic concurrency).
+fn resource_version_matches(asked: &Value, live: &Value) -> bool {
+    let asked = asked["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default();
+    asked.is_empty() || Some(asked) == live["metadata"]["resourceVersion"].as_str()
 }
 
 /// Follow-ups of a write: CRD changes update what is served.

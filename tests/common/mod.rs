@@ -1,0 +1,14 @@
+//! Helpers every integration-test family needs, from the e2e harness library (`capd-e2e`): names
+//! no parallel test or other engineer's run can collide with, and a TLS client configuration for
+//! servers with self-signed certificates. Included by the test crates with `mod common;`.
+
+// Each test crate uses a different subset of these helpers.
+#![allow(unused_imports)]
+
+pub use capd_e2e::tls::accept_any_certificate;
+
+/// `<prefix>-<unique suffix>`: unique across the processes and threads running tests now.
+#[allow(dead_code)]
+pub fn unique(prefix: &str) -> String {
+    capd_e2e::unique(&format!("{prefix}-"))
+}
