@@ -84,7 +84,7 @@ async fn the_flag_runs_the_controller_in_the_manager() {
         install_crd(&env.client, serde_saphyr::from_str(&text).unwrap()).await;
     }
     for (kind, plural) in [("Cluster", "clusters"), ("Machine", "machines")] {
-        install_crd(&env.client, minimal_capi_crd(kind, plural)).await;
+        install_crd(&env.client, capd_e2e::env::minimal_capi_crd(kind, plural)).await;
     }
     let manager = Manager::start(env.server.kubeconfig_path());
 

@@ -342,23 +342,3 @@ impl Drop for Cleanup {
         .join();
     }
 }
-
-/// A minimal CRD for a Cluster API core kind (`cluster.x-k8s.io/v1beta2`, any content).
-pub fn minimal_capi_crd(kind: &str, plural: &str) -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.cluster.x-k8s.io")},
-        "spec": {
-            "group": "cluster.x-k8s.io",
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
-            "versions": [{
-                "name": "v1beta2", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
-            }]
-        }
-    }))
-    .expect("a valid CRD")
-}

@@ -328,7 +328,7 @@ impl Drop for Env {
 }
 
 /// A minimal CRD for a Cluster API core kind, used when the reference CRDs are not available.
-fn minimal_capi_crd(kind: &str, plural: &str) -> CustomResourceDefinition {
+pub fn minimal_capi_crd(kind: &str, plural: &str) -> CustomResourceDefinition {
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
