@@ -13,6 +13,7 @@ pub mod dockermachine;
 pub mod error;
 pub mod loadbalancer;
 pub mod meta;
+pub mod queue;
 pub mod redact;
 pub mod runner;
 pub mod start;

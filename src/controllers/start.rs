@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::ErrorBackoff;
 use super::context::{Context, Stores};
+use super::queue::QueueDepth;
 use super::tasks::TaskRegistry;
 use super::watches::{
     ChangeFilter, cluster_fingerprint_for_docker_cluster, cluster_fingerprint_for_docker_machines,
@@ -240,8 +241,23 @@ pub fn start(
         load_balancer_locks: Default::default(),
     });
 
+    // `workqueue_depth` of each controller, counted at the triggers it is fed.
+    let metrics = &manager.metrics;
+    let dc_queue = QueueDepth::new(dockercluster::CONTROLLER, metrics.clone(), dc_store.clone());
+    let dm_queue = QueueDepth::new(dockermachine::CONTROLLER, metrics.clone(), dm_store.clone());
+    let template_queue = QueueDepth::new(
+        template::CONTROLLER,
+        metrics.clone(),
+        template_store.clone(),
+    );
+
     // DockerCluster: its own objects, and Clusters through spec.infrastructureRef.
     let filter = ChangeFilter::default();
+    let (queue_a, queue_b) = (dc_queue.clone(), dc_queue.clone());
+    let dcs_for_dc = dcs_for_dc.map(move |object| {
+        queue_a.requested(ObjectRef::from_obj(object.as_ref()));
+        object
+    });
     let dc_controller = Controller::for_shared_stream(dcs_for_dc, dc_store)
         .with_config(ControllerConfig::default().concurrency(config.concurrency.docker_cluster))
         .watches_shared_stream(
@@ -254,6 +270,7 @@ pub fn start(
                     .changed(&uid, &cluster_fingerprint_for_docker_cluster(cluster))
                     .then(|| cluster_to_docker_cluster(cluster))
                     .flatten()
+                    .map(|object| queue_b.requested(object))
             },
         )
         .graceful_shutdown_on(stop.clone().cancelled_owned());
@@ -265,8 +282,20 @@ pub fn start(
     let dc_filter = ChangeFilter::default();
     let (machines_a, machines_b) = (machine_store.clone(), machine_store);
     let (dm_store_a, dm_store_b) = (dm_store.clone(), dm_store.clone());
+    let (queue_own, queue_machines, queue_clusters, queue_dcs, queue_tasks) = (
+        dm_queue.clone(),
+        dm_queue.clone(),
+        dm_queue.clone(),
+        dm_queue.clone(),
+        dm_queue.clone(),
+    );
     let triggers = futures::stream::unfold(trigger_rx, |mut rx| async move {
         rx.recv().await.map(|object| (object, rx))
+    })
+    .map(move |object| queue_tasks.requested(object));
+    let dms = dms.map(move |object| {
+        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+        object
     });
     let dm_controller = Controller::for_shared_stream(dms, dm_store)
         .with_config(ControllerConfig::default().concurrency(config.concurrency.docker_machine))
@@ -280,6 +309,7 @@ pub fn start(
                     .changed(&uid, &machine_fingerprint(machine))
                     .then(|| machine_to_docker_machine(machine))
                     .flatten()
+                    .map(|object| queue_machines.requested(object))
             },
         )
         .watches_shared_stream(
@@ -296,6 +326,9 @@ pub fn start(
                 let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
                 let name = cluster.metadata.name.clone().unwrap_or_default();
                 docker_machines_of_cluster(&namespace, &name, &machines_a, &dm_store_a)
+                    .into_iter()
+                    .map(|object| queue_clusters.requested(object))
+                    .collect()
             },
         )
         .watches_shared_stream(dcs_for_dm, move |docker_cluster: Arc<DockerCluster>| {
@@ -312,11 +345,19 @@ pub fn start(
                 .clone()
                 .unwrap_or_default();
             docker_machines_of_cluster(&namespace, cluster, &machines_b, &dm_store_b)
+                .into_iter()
+                .map(|object| queue_dcs.requested(object))
+                .collect()
         })
         .reconcile_on(triggers)
         .graceful_shutdown_on(stop.clone().cancelled_owned());
 
     // DockerMachineTemplate: its own objects.
+    let queue_templates = template_queue.clone();
+    let template_events = template_events.map(move |object| {
+        queue_templates.requested(ObjectRef::from_obj(object.as_ref()));
+        object
+    });
     let template_controller = Controller::for_shared_stream(template_events, template_store)
         .with_config(
             ControllerConfig::default().concurrency(config.concurrency.docker_machine_template),
@@ -373,7 +414,10 @@ pub fn start(
         ControllerTask {
             name: dockercluster::CONTROLLER,
             future: drain(dc_controller.run(
-                dockercluster::reconcile,
+                move |object, ctx| {
+                    dc_queue.started(&object);
+                    dockercluster::reconcile(object, ctx)
+                },
                 dockercluster::error_policy,
                 ctx_dc,
             ))
@@ -383,7 +427,10 @@ pub fn start(
             name: dockermachine::CONTROLLER,
             future: async move {
                 drain(dm_controller.run(
-                    dockermachine::reconcile,
+                    move |object, ctx| {
+                        dm_queue.started(&object);
+                        dockermachine::reconcile(object, ctx)
+                    },
                     dockermachine::error_policy,
                     ctx_dm,
                 ))
@@ -396,7 +443,10 @@ pub fn start(
         ControllerTask {
             name: template::CONTROLLER,
             future: drain(template_controller.run(
-                template::reconcile,
+                move |object, ctx| {
+                    template_queue.started(&object);
+                    template::reconcile(object, ctx)
+                },
                 template::error_policy,
                 ctx_template,
             ))
