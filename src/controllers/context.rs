@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::core::DeserializeGuard;
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
@@ -182,6 +183,54 @@ impl Context {
             .map_err(Error::kube(format!("get DockerCluster {namespace}/{name}")))
     }
 
+    /// Runs one reconcile of `object` under the reconcile timeout and records its outcome: the
+    /// `controller`'s metrics, the object's error backoff, and for a failure a log line with the
+    /// full error chain and a Warning Event whose reason is the error's category.
+    pub async fn reconciled<K>(
+        &self,
+        controller: &'static str,
+        object: &K,
+        reconcile: impl std::future::Future<Output = Result<Action>>,
+    ) -> Result<Action>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let timer = self.manager.metrics.reconcile_started(controller);
+        let result = super::error::with_timeout(reconcile).await;
+        match &result {
+            Ok(_) => {
+                timer.finish(Ok(()));
+                self.backoff.succeeded(&backoff_key(object));
+            }
+            Err(error) => {
+                timer.finish(Err(error.category()));
+                tracing::warn!(
+                    controller,
+                    object = %super::meta::key(object.meta()),
+                    category = error.category(),
+                    error = %crate::manager::error_chain(error),
+                    "Reconcile failed"
+                );
+                self.event(
+                    object,
+                    EventKind::Warning,
+                    &event_reason(error.category()),
+                    crate::manager::error_chain(error),
+                )
+                .await;
+            }
+        }
+        result
+    }
+
+    /// The retry after a failed reconcile of `object`: its own growing backoff.
+    pub fn requeue_after_failure<K>(&self, object: &K) -> Action
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        Action::requeue(self.backoff.failed(&backoff_key(object)))
+    }
+
     /// Publishes a Kubernetes Event on `object`. A failure to publish is logged, never returned:
     /// Events are a courtesy to users, not part of the reconcile.
     pub async fn event<K>(&self, object: &K, kind: EventKind, reason: &str, note: impl Into<String>)
@@ -253,6 +302,11 @@ pub fn event_reason(category: &str) -> String {
                 .unwrap_or_default()
         })
         .collect()
+}
+
+/// The key of `object` in the error backoff: `<Kind>/<namespace>/<name>`.
+fn backoff_key<K: Resource<DynamicType = ()>>(object: &K) -> String {
+    format!("{}/{}", K::kind(&()), super::meta::key(object.meta()))
 }
 
 #[cfg(test)]

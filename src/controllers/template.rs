@@ -10,12 +10,11 @@ use kube::runtime::controller::Action;
 use tracing::instrument;
 
 use super::apply::apply_status;
-use super::context::{Context, EventKind, event_reason};
+use super::context::Context;
 use super::error::{Error, Result, is_not_found};
 use super::meta::key;
 use crate::api::v1beta2::{DockerMachineTemplate, DockerMachineTemplateStatus};
 use crate::docker::HostInfo;
-use crate::manager::error_chain;
 
 /// Name of the controller in metrics and logs.
 pub const CONTROLLER: &str = "dockermachinetemplate";
@@ -51,31 +50,12 @@ pub fn capacity(host: &HostInfo) -> BTreeMap<String, Quantity> {
 
 /// Reconciles one DockerMachineTemplate.
 pub async fn reconcile(template: Arc<DockerMachineTemplate>, ctx: Arc<Context>) -> Result<Action> {
-    let timer = ctx.manager.metrics.reconcile_started(CONTROLLER);
-    let result = super::error::with_timeout(reconcile_one(&template, &ctx)).await;
-    let backoff_key = format!("DockerMachineTemplate/{}", key(&template.metadata));
-    match &result {
-        Ok(_) => {
-            timer.finish(Ok(()));
-            ctx.backoff.succeeded(&backoff_key);
-        }
-        Err(error) => {
-            timer.finish(Err(error.category()));
-            tracing::warn!(
-                dockermachinetemplate = %key(&template.metadata),
-                error = %error_chain(error),
-                "Reconcile failed"
-            );
-            ctx.event(
-                template.as_ref(),
-                EventKind::Warning,
-                &event_reason(error.category()),
-                error_chain(error),
-            )
-            .await;
-        }
-    }
-    result
+    ctx.reconciled(
+        CONTROLLER,
+        template.as_ref(),
+        reconcile_one(&template, &ctx),
+    )
+    .await
 }
 
 /// Retry delay after a failure: the object's own backoff.
@@ -84,8 +64,7 @@ pub fn error_policy(
     _error: &Error,
     ctx: Arc<Context>,
 ) -> Action {
-    let backoff_key = format!("DockerMachineTemplate/{}", key(&template.metadata));
-    Action::requeue(ctx.backoff.failed(&backoff_key))
+    ctx.requeue_after_failure(template.as_ref())
 }
 
 #[instrument(skip_all, fields(dockermachinetemplate = %key(&template.metadata)), err)]

@@ -17,7 +17,7 @@ use tracing::instrument;
 
 use self::decide::{Gate, LoadBalancerOutcome};
 use super::apply::{apply_object, apply_status, body};
-use super::context::{Context, EventKind, event_reason};
+use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone, is_not_found};
 use super::meta::{key, owner_cluster};
 use crate::api::DOCKER_CLUSTER_FINALIZER;
@@ -30,32 +30,12 @@ pub const CONTROLLER: &str = "dockercluster";
 
 /// Reconciles one DockerCluster; records metrics, logs and an Event when it fails.
 pub async fn reconcile(docker_cluster: Arc<DockerCluster>, ctx: Arc<Context>) -> Result<Action> {
-    let timer = ctx.manager.metrics.reconcile_started(CONTROLLER);
-    let result = super::error::with_timeout(reconcile_one(&docker_cluster, &ctx)).await;
-    let backoff_key = format!("DockerCluster/{}", key(&docker_cluster.metadata));
-    match &result {
-        Ok(_) => {
-            timer.finish(Ok(()));
-            ctx.backoff.succeeded(&backoff_key);
-        }
-        Err(error) => {
-            timer.finish(Err(error.category()));
-            tracing::warn!(
-                dockercluster = %key(&docker_cluster.metadata),
-                category = error.category(),
-                error = %error_chain(error),
-                "Reconcile failed"
-            );
-            ctx.event(
-                docker_cluster.as_ref(),
-                EventKind::Warning,
-                &event_reason(error.category()),
-                error_chain(error),
-            )
-            .await;
-        }
-    }
-    result
+    ctx.reconciled(
+        CONTROLLER,
+        docker_cluster.as_ref(),
+        reconcile_one(&docker_cluster, &ctx),
+    )
+    .await
 }
 
 /// Retry delay after a failure: the object's own backoff.
@@ -64,8 +44,7 @@ pub fn error_policy(
     _error: &Error,
     ctx: Arc<Context>,
 ) -> Action {
-    let backoff_key = format!("DockerCluster/{}", key(&docker_cluster.metadata));
-    Action::requeue(ctx.backoff.failed(&backoff_key))
+    ctx.requeue_after_failure(docker_cluster.as_ref())
 }
 
 #[instrument(skip_all, fields(dockercluster = %key(&docker_cluster.metadata)), err)]

@@ -26,7 +26,7 @@ use tracing::instrument;
 
 use self::decide::{Gate, Owners};
 use super::apply::{apply_object, apply_status};
-use super::context::{Context, EventKind, event_reason};
+use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone, is_not_found};
 use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, key, owner_machine, refers_to};
@@ -36,38 +36,18 @@ use crate::api::conditions::{
 };
 use crate::api::v1beta2::{DockerMachine, DockerMachineStatus};
 use crate::api::{DOCKER_MACHINE_FINALIZER, WEIGHT_ANNOTATION};
-use crate::manager::error_chain;
 
 /// Name of the controller in metrics and logs.
 pub const CONTROLLER: &str = "dockermachine";
 
 /// Reconciles one DockerMachine; records metrics, logs and an Event when it fails.
 pub async fn reconcile(docker_machine: Arc<DockerMachine>, ctx: Arc<Context>) -> Result<Action> {
-    let timer = ctx.manager.metrics.reconcile_started(CONTROLLER);
-    let result = super::error::with_timeout(reconcile_one(&docker_machine, &ctx)).await;
-    match &result {
-        Ok(_) => {
-            timer.finish(Ok(()));
-            ctx.backoff.succeeded(&backoff_key(&docker_machine));
-        }
-        Err(error) => {
-            timer.finish(Err(error.category()));
-            tracing::warn!(
-                dockermachine = %key(&docker_machine.metadata),
-                category = error.category(),
-                error = %error_chain(error),
-                "Reconcile failed"
-            );
-            ctx.event(
-                docker_machine.as_ref(),
-                EventKind::Warning,
-                &event_reason(error.category()),
-                error_chain(error),
-            )
-            .await;
-        }
-    }
-    result
+    ctx.reconciled(
+        CONTROLLER,
+        docker_machine.as_ref(),
+        reconcile_one(&docker_machine, &ctx),
+    )
+    .await
 }
 
 /// Retry delay after a failure: the object's own backoff.
@@ -76,12 +56,9 @@ pub fn error_policy(
     _error: &Error,
     ctx: Arc<Context>,
 ) -> Action {
-    Action::requeue(ctx.backoff.failed(&backoff_key(&docker_machine)))
+    ctx.requeue_after_failure(docker_machine.as_ref())
 }
 
-fn backoff_key(docker_machine: &DockerMachine) -> String {
-    format!("DockerMachine/{}", key(&docker_machine.metadata))
-}
 
 /// The objects around a DockerMachine, fetched.
 pub struct Fetched {
