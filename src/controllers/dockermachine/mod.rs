@@ -59,7 +59,6 @@ pub fn error_policy(
     ctx.requeue_after_failure(docker_machine.as_ref())
 }
 
-
 /// The objects around a DockerMachine, fetched.
 pub struct Fetched {
     /// Owner Machine.
