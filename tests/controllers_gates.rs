@@ -11,18 +11,7 @@ use serde_json::json;
 
 async fn provisioned_cluster(env: &mut Env) -> String {
     let name = env.cluster_name();
-    let cluster = env.create_cluster(&name, false).await;
-    env.create_docker_cluster(&cluster, json!({})).await;
-    eventually(
-        Duration::from_secs(90),
-        "the DockerCluster to be provisioned",
-        || async {
-            let dc = env.get(&infra("DockerCluster"), &name).await?;
-            (dc.data["status"]["initialization"]["provisioned"] == json!(true)).then_some(())
-        },
-    )
-    .await;
-    env.mark_infrastructure_provisioned(&name).await;
+    env.provisioned_cluster(&name, json!({})).await;
     name
 }
 

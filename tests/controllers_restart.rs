@@ -13,18 +13,7 @@ async fn a_manager_restarted_during_bootstrap_never_bootstraps_twice() {
     let mut env = Env::start("restart").await;
     env.wait_ready().await;
     let name = env.cluster_name();
-    let cluster = env.create_cluster(&name, false).await;
-    env.create_docker_cluster(&cluster, json!({})).await;
-    eventually(
-        Duration::from_secs(90),
-        "the DockerCluster to be provisioned",
-        || async {
-            let dc = env.get(&infra("DockerCluster"), &name).await?;
-            (dc.data["status"]["initialization"]["provisioned"] == json!(true)).then_some(())
-        },
-    )
-    .await;
-    env.mark_infrastructure_provisioned(&name).await;
+    env.provisioned_cluster(&name, json!({})).await;
     // Bootstrap takes a while: the manager is killed while it runs.
     env.create_secret("cp1-bootstrap", &cloud_config(8)).await;
     env.create_machine(&name, "cp1", true, Some("cp1-bootstrap"))
