@@ -34,6 +34,16 @@ struct Probe {
     stops: AtomicUsize,
 }
 
+impl Probe {
+    /// Waits until the controller has been started (once).
+    async fn wait_started(&self) {
+        eventually(SOON, "the controller to start", || async {
+            (self.starts.load(Ordering::SeqCst) == 1).then_some(())
+        })
+        .await;
+    }
+}
+
 /// Wiring with one controller, `probe`, that requires and then passes its readiness check, and
 /// runs until told to stop.
 fn probe_wiring(probe: Arc<Probe>) -> Wiring {
@@ -153,10 +163,7 @@ async fn not_ready_until_crds_are_served_then_leads_runs_controllers_and_release
     .await;
     // Readiness does not wait for leadership (a standby is ready too): the controllers start
     // once the Lease is won, a moment later.
-    eventually(SOON, "the controllers to start", || async {
-        (probe.starts.load(Ordering::SeqCst) > 0).then_some(())
-    })
-    .await;
+    probe.wait_started().await;
     assert_eq!(probe.starts.load(Ordering::SeqCst), 1);
     let leader = holder(&api).expect("the Lease is created");
     assert!(
@@ -226,10 +233,7 @@ async fn a_standby_is_ready_but_runs_no_controller_until_the_lease_expires() {
     assert_eq!(holder(&api).as_deref(), Some("go-capd-pod_123"));
 
     // Nobody renews the other holder's Lease: after its 2s the manager takes over.
-    eventually(SOON, "the controller to start", || async {
-        (probe.starts.load(Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    probe.wait_started().await;
     let lease = api
         .lease(LEASE_NAMESPACE, LEASE_NAME)
         .unwrap()
@@ -255,10 +259,7 @@ async fn losing_the_lease_stops_the_controllers_and_fails() {
         &["--leader-elect", "--insecure-diagnostics"],
         probe_wiring(probe.clone()),
     );
-    eventually(SOON, "the controller to start", || async {
-        (probe.starts.load(Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    probe.wait_started().await;
 
     api.put_lease(LEASE_NAMESPACE, LEASE_NAME, lease_held_by("thief_1", 15));
     let result = tokio::time::timeout(SOON, manager.task)
@@ -295,10 +296,7 @@ async fn a_leader_that_cannot_renew_within_the_deadline_stops_and_fails() {
         &["--leader-elect", "--insecure-diagnostics"],
         probe_wiring(probe.clone()),
     );
-    eventually(SOON, "the controller to start", || async {
-        (probe.starts.load(Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    probe.wait_started().await;
 
     api.state.lock().unwrap().lease_api_down = true;
     let went_down = std::time::Instant::now();
@@ -362,10 +360,7 @@ async fn without_leader_election_controllers_start_once_crds_are_served() {
         &["--insecure-diagnostics"],
         probe_wiring(probe.clone()),
     );
-    eventually(SOON, "the controller to start", || async {
-        (probe.starts.load(Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    probe.wait_started().await;
     assert!(holder(&api).is_none(), "no Lease without --leader-elect");
     manager.shutdown.cancel();
     assert!(
