@@ -372,7 +372,7 @@ fn write_files(value: &Node, opts: &Options, plan: &mut Plan) -> Result<(), Erro
             Encoding::GzipBase64 => files::gunzip(path, &files::decode_base64(path, &raw)?)?,
         };
         if !append && (path == INIT_CONFIG_PATH || path == JOIN_CONFIG_PATH) {
-            content = kubeadm_config::patch(path, &content, opts)?;
+            content = kubeadm_config::patch(path, &content, opts, &mut plan.warnings)?;
         }
         plan.commands.extend(files::write_file(FileWrite {
             path,

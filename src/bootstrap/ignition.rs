@@ -253,7 +253,7 @@ fn file(entry: &Value, spec: Spec, opts: &Options, plan: &mut Plan) -> Result<()
     match contents {
         Some(mut content) => {
             if !append_contents {
-                content = patch_special_file(path, content, opts)?;
+                content = patch_special_file(path, content, opts, &mut plan.warnings)?;
             }
             plan.commands
                 .push(files::write_content(path, content, append_contents));
@@ -277,9 +277,14 @@ fn file(entry: &Value, spec: Spec, opts: &Options, plan: &mut Plan) -> Result<()
 }
 
 /// The kubeadm script and config of CABPK's Ignition output get the node-container changes.
-fn patch_special_file(path: &str, content: Vec<u8>, opts: &Options) -> Result<Vec<u8>, Error> {
+fn patch_special_file(
+    path: &str,
+    content: Vec<u8>,
+    opts: &Options,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<u8>, Error> {
     if path == IGNITION_CONFIG_PATH {
-        return kubeadm_config::patch(path, &content, opts);
+        return kubeadm_config::patch(path, &content, opts, warnings);
     }
     if path == KUBEADM_SCRIPT_PATH
         && let Ok(script) = std::str::from_utf8(&content)

@@ -29,7 +29,9 @@ conntrack:
   maxPerCore: 0
 ";
 
-/// Kubelet flags a node container needs, each added only when the configuration does not set it.
+/// Kubelet flags a node container needs. As in CAPD 1.12 they win over the configuration's own
+/// value: a node container cannot run the kubelet without them (swap, cgroups, eviction on the
+/// host's disk). A replaced value is reported in the plan's warnings by argument name.
 fn kubelet_defaults(mode: KindMode) -> Vec<(&'static str, &'static str)> {
     let mut args = vec![
         // Disk pressure on the host must not make the kubelet evict pods or delete images.
@@ -83,8 +85,14 @@ fn split_documents(text: &str) -> Vec<Document<'_>> {
     docs
 }
 
-/// Applies the node-container defaults to a kubeadm configuration file.
-pub(crate) fn patch(path: &str, content: &[u8], opts: &Options) -> Result<Vec<u8>, Error> {
+/// Applies the node-container settings to a kubeadm configuration file. Every kubelet argument
+/// whose value the file set otherwise is named in `warnings`.
+pub(crate) fn patch(
+    path: &str,
+    content: &[u8],
+    opts: &Options,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<u8>, Error> {
     let fail = |problem: String| Error::KubeadmConfig {
         path: super::error::shorten(path),
         problem,
@@ -118,9 +126,11 @@ pub(crate) fn patch(path: &str, content: &[u8], opts: &Options) -> Result<Vec<u8
         let changed = match kind {
             "InitConfiguration" => {
                 has_init = true;
-                patch_node_registration(&mut value, opts).map_err(fail)?
+                patch_node_registration(&mut value, opts, path, warnings).map_err(fail)?
             }
-            "JoinConfiguration" => patch_node_registration(&mut value, opts).map_err(fail)?,
+            "JoinConfiguration" => {
+                patch_node_registration(&mut value, opts, path, warnings).map_err(fail)?
+            }
             "KubeProxyConfiguration" => {
                 has_proxy = true;
                 patch_kube_proxy(&mut value).map_err(fail)?
@@ -147,8 +157,14 @@ pub(crate) fn patch(path: &str, content: &[u8], opts: &Options) -> Result<Vec<u8
     Ok(out.into_bytes())
 }
 
-/// Sets `nodeRegistration` defaults that are not set yet; returns whether anything changed.
-fn patch_node_registration(doc: &mut Value, opts: &Options) -> Result<bool, String> {
+/// Sets the CRI socket when unset and the kind-required kubelet arguments, replacing other
+/// values of them (named in `warnings`); returns whether anything changed.
+fn patch_node_registration(
+    doc: &mut Value,
+    opts: &Options,
+    path: &str,
+    warnings: &mut Vec<String>,
+) -> Result<bool, String> {
     let list_style_by_version = list_style_for(
         doc.get("apiVersion").and_then(Value::as_str),
         opts.kubernetes_version.as_deref(),
@@ -186,33 +202,56 @@ fn patch_node_registration(doc: &mut Value, opts: &Options) -> Result<bool, Stri
         };
     }
     for (name, value) in kubelet_defaults(opts.kind_mode) {
-        match args {
-            Value::Object(map) => {
-                if !map.contains_key(name) {
-                    map.insert(name.into(), Value::String(value.into()));
-                    changed = true;
-                }
-            }
-            Value::Array(list) => {
-                let present = list
-                    .iter()
-                    .any(|arg| arg.get("name").and_then(Value::as_str) == Some(name));
-                if !present {
-                    let mut arg = Map::new();
-                    arg.insert("name".into(), Value::String(name.into()));
-                    arg.insert("value".into(), Value::String(value.into()));
-                    list.push(Value::Object(arg));
-                    changed = true;
-                }
-            }
+        let slot = match args {
+            Value::Object(map) => map.get_mut(name),
+            Value::Array(list) => list
+                .iter_mut()
+                .find(|arg| arg.get("name").and_then(Value::as_str) == Some(name))
+                .and_then(|arg| arg.get_mut("value")),
             _ => {
                 return Err(
                     "nodeRegistration.kubeletExtraArgs is neither a mapping nor a list".into(),
                 );
             }
+        };
+        match slot {
+            Some(current) if same_argument_value(current, value) => {}
+            Some(current) => {
+                *current = Value::String(value.into());
+                warnings.push(format!(
+                    "{}: kubelet argument {name} was replaced by {value}, which kind nodes need",
+                    super::error::shorten(path)
+                ));
+                changed = true;
+            }
+            None => {
+                match args {
+                    Value::Object(map) => {
+                        map.insert(name.into(), Value::String(value.into()));
+                    }
+                    Value::Array(list) => {
+                        let mut arg = Map::new();
+                        arg.insert("name".into(), Value::String(name.into()));
+                        arg.insert("value".into(), Value::String(value.into()));
+                        list.push(Value::Object(arg));
+                    }
+                    _ => {}
+                }
+                changed = true;
+            }
         }
     }
     Ok(changed)
+}
+
+/// Whether a configured argument already has `expected` (YAML may give `false` or `100` unquoted).
+fn same_argument_value(current: &Value, expected: &str) -> bool {
+    match current {
+        Value::String(s) => s == expected,
+        Value::Bool(b) => b.to_string() == expected,
+        Value::Number(n) => n.to_string() == expected,
+        _ => false,
+    }
 }
 
 /// Whether `kubeletExtraArgs` is a list of `{name, value}` (kubeadm v1beta4 and later).

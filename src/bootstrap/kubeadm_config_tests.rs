@@ -19,7 +19,13 @@ networking:
 ";
 
 fn patched(content: &str, opts: &Options) -> String {
-    String::from_utf8(patch(INIT_CONFIG_PATH, content.as_bytes(), opts).unwrap()).unwrap()
+    patched_with_warnings(INIT_CONFIG_PATH, content, opts).0
+}
+
+fn patched_with_warnings(path: &str, content: &str, opts: &Options) -> (String, Vec<String>) {
+    let mut warnings = Vec::new();
+    let out = patch(path, content.as_bytes(), opts, &mut warnings).unwrap();
+    (String::from_utf8(out).unwrap(), warnings)
 }
 
 fn docs(text: &str) -> Vec<Value> {
@@ -37,7 +43,14 @@ fn init_v1beta3_gets_defaults_kube_proxy_and_keeps_cluster_configuration_verbati
     let input = format!(
         "---\n{CLUSTER_V1BETA3}---\napiVersion: kubeadm.k8s.io/v1beta3\nkind: InitConfiguration\nlocalAPIEndpoint: {{}}\nnodeRegistration:\n  kubeletExtraArgs:\n    eviction-hard: nodefs.available<10%\n  taints: null\n"
     );
-    let out = patched(&input, &Options::default());
+    let (out, warnings) = patched_with_warnings(INIT_CONFIG_PATH, &input, &Options::default());
+    assert_eq!(
+        warnings,
+        [
+            "/run/kubeadm/kubeadm.yaml: kubelet argument eviction-hard was replaced by \
+             nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%, which kind nodes need"
+        ]
+    );
     assert!(
         out.starts_with(&format!("---\n{CLUSTER_V1BETA3}---\n")),
         "{out}"
@@ -51,7 +64,7 @@ fn init_v1beta3_gets_defaults_kube_proxy_and_keeps_cluster_configuration_verbati
     assert_eq!(
         registration["kubeletExtraArgs"],
         serde_json::json!({
-            "eviction-hard": "nodefs.available<10%",
+            "eviction-hard": "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%",
             "image-gc-high-threshold": "100",
             "fail-swap-on": "false",
             "cgroup-root": "/kubelet",
@@ -67,18 +80,20 @@ fn init_v1beta3_gets_defaults_kube_proxy_and_keeps_cluster_configuration_verbati
 #[test]
 fn join_v1beta4_gets_list_style_arguments_and_no_kube_proxy() {
     let input = "---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 172.18.0.3:6443\n    token: abcdef.0123456789abcdef\n    caCertHashes:\n    - sha256:0123\nnodeRegistration:\n  criSocket: unix:///run/custom.sock\n  kubeletExtraArgs:\n  - name: fail-swap-on\n    value: \"true\"\n  - name: v\n    value: \"4\"\n";
-    let out = String::from_utf8(
-        patch(
-            JOIN_CONFIG_PATH,
-            input.as_bytes(),
-            &Options {
-                kind_mode: KindMode::V0_19,
-                kubernetes_version: None,
-            },
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let (out, warnings) = patched_with_warnings(
+        JOIN_CONFIG_PATH,
+        input,
+        &Options {
+            kind_mode: KindMode::V0_19,
+            kubernetes_version: None,
+        },
+    );
+    assert_eq!(
+        warnings,
+        [
+            "/run/kubeadm/kubeadm-join-config.yaml: kubelet argument fail-swap-on was replaced by false, which kind nodes need"
+        ]
+    );
     let all = docs(&out);
     assert_eq!(all.len(), 1, "{out}");
     let join = &all[0];
@@ -94,7 +109,7 @@ fn join_v1beta4_gets_list_style_arguments_and_no_kube_proxy() {
     assert_eq!(
         join["nodeRegistration"]["kubeletExtraArgs"],
         serde_json::json!([
-            {"name": "fail-swap-on", "value": "true"},
+            {"name": "fail-swap-on", "value": "false"},
             {"name": "v", "value": "4"},
             {"name": "image-gc-high-threshold", "value": "100"},
             {"name": "eviction-hard", "value": "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"},
@@ -143,10 +158,53 @@ fn existing_kube_proxy_configuration_is_completed_not_duplicated() {
 
 #[test]
 fn already_complete_configuration_is_unchanged() {
-    let input = "apiVersion: kubeadm.k8s.io/v1beta3\nkind: JoinConfiguration\nnodeRegistration:\n  criSocket: unix:///x.sock\n  kubeletExtraArgs:\n    image-gc-high-threshold: \"90\"\n    eviction-hard: \"\"\n    fail-swap-on: \"true\"\n    cgroup-root: /k\n    runtime-cgroups: /r\n";
+    let input = "apiVersion: kubeadm.k8s.io/v1beta3\nkind: JoinConfiguration\nnodeRegistration:\n  criSocket: unix:///x.sock\n  kubeletExtraArgs:\n    image-gc-high-threshold: 100\n    eviction-hard: nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%\n    fail-swap-on: false\n    cgroup-root: /kubelet\n    runtime-cgroups: /system.slice/containerd.service\n";
+    let (out, warnings) = patched_with_warnings(JOIN_CONFIG_PATH, input, &Options::default());
+    assert_eq!(out, input);
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[test]
+fn kind_required_kubelet_arguments_win_over_the_users_and_each_is_named() {
+    let input = "apiVersion: kubeadm.k8s.io/v1beta3\nkind: JoinConfiguration\nnodeRegistration:\n  criSocket: unix:///x.sock\n  kubeletExtraArgs:\n    image-gc-high-threshold: \"90\"\n    eviction-hard: \"\"\n    fail-swap-on: \"true\"\n    cgroup-root: /k\n    runtime-cgroups: /r\n    v: \"2\"\n";
+    let (out, warnings) = patched_with_warnings(JOIN_CONFIG_PATH, input, &Options::default());
+    let args = &docs(&out)[0]["nodeRegistration"]["kubeletExtraArgs"];
     assert_eq!(
-        patch(JOIN_CONFIG_PATH, input.as_bytes(), &Options::default()).unwrap(),
-        input.as_bytes()
+        *args,
+        serde_json::json!({
+            "image-gc-high-threshold": "100",
+            "eviction-hard": "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%",
+            "fail-swap-on": "false",
+            "cgroup-root": "/kubelet",
+            "runtime-cgroups": "/system.slice/containerd.service",
+            "v": "2",
+        })
+    );
+    let named: Vec<&str> = warnings
+        .iter()
+        .map(|w| {
+            w.split("kubelet argument ")
+                .nth(1)
+                .and_then(|r| r.split(' ').next())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            "image-gc-high-threshold",
+            "eviction-hard",
+            "fail-swap-on",
+            "cgroup-root",
+            "runtime-cgroups"
+        ]
+    );
+    // The user's replaced values never reach the warnings.
+    assert!(
+        warnings
+            .iter()
+            .all(|w| !w.contains("/k,") && !w.contains("90")),
+        "{warnings:?}"
     );
 }
 
@@ -154,8 +212,16 @@ fn already_complete_configuration_is_unchanged() {
 fn jinja_expressions_survive_reserialisation() {
     let input = "apiVersion: kubeadm.k8s.io/v1beta3\nkind: JoinConfiguration\nnodeRegistration:\n  name: '{{ ds.meta_data.local_hostname }}'\n";
     let all = docs(
-        &String::from_utf8(patch(JOIN_CONFIG_PATH, input.as_bytes(), &Options::default()).unwrap())
+        &String::from_utf8(
+            patch(
+                JOIN_CONFIG_PATH,
+                input.as_bytes(),
+                &Options::default(),
+                &mut Vec::new(),
+            )
             .unwrap(),
+        )
+        .unwrap(),
     );
     assert_eq!(
         all[0]["nodeRegistration"]["name"],
@@ -181,20 +247,38 @@ fn malformed_configurations_are_errors_without_content() {
         ),
     ];
     for (input, expected) in cases {
-        let err = patch(JOIN_CONFIG_PATH, input.as_bytes(), &Options::default()).unwrap_err();
+        let err = patch(
+            JOIN_CONFIG_PATH,
+            input.as_bytes(),
+            &Options::default(),
+            &mut Vec::new(),
+        )
+        .unwrap_err();
         let message = err.to_string();
         assert!(message.contains(expected), "{message}");
         assert!(message.contains(JOIN_CONFIG_PATH), "{message}");
         assert!(!message.contains(secret), "{message}");
     }
-    let err = patch(JOIN_CONFIG_PATH, &[0xff, 0xfe], &Options::default()).unwrap_err();
+    let err = patch(
+        JOIN_CONFIG_PATH,
+        &[0xff, 0xfe],
+        &Options::default(),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("not UTF-8"));
 }
 
 #[test]
 fn yaml_error_lines_count_from_the_start_of_the_file() {
     let input = "a: 1\n---\nb: 2\nc: [\n";
-    let err = patch(INIT_CONFIG_PATH, input.as_bytes(), &Options::default()).unwrap_err();
+    let err = patch(
+        INIT_CONFIG_PATH,
+        input.as_bytes(),
+        &Options::default(),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
     assert!(
         err.to_string().contains("line 4") || err.to_string().contains("line 5"),
         "{err}"
