@@ -311,7 +311,7 @@ fn deployment_mounts_the_docker_socket_and_serves_probes() {
             "env {name}"
         );
     }
-    for name in ["DOCKER_HOST", "CAPD_DOCKER_NETWORK"] {
+    for name in ["DOCKER_HOST", "CAPD_DOCKER_NETWORK", "CAPD_PUBLISH_ADDRESS"] {
         assert!(env.contains_key(name), "env {name} missing");
     }
     let security = &manager["securityContext"];
@@ -421,6 +421,7 @@ fn substituted_components_give_the_manager_the_expected_settings() {
         "unset CAPD_DOCKER_HOST must give an empty DOCKER_HOST"
     );
     assert_eq!(env["CAPD_DOCKER_NETWORK"], "kind");
+    assert_eq!(env["CAPD_PUBLISH_ADDRESS"], "127.0.0.1");
     for arg in [
         "--diagnostics-address=:8443",
         "--insecure-diagnostics=false",
@@ -432,11 +433,13 @@ fn substituted_components_give_the_manager_the_expected_settings() {
     let values = BTreeMap::from([
         ("CAPD_DOCKER_HOST", "tcp://127.0.0.1:2375"),
         ("CAPD_DOCKER_NETWORK", "capd"),
+        ("CAPD_PUBLISH_ADDRESS", "0.0.0.0"),
         ("CLUSTER_TOPOLOGY", "true"),
     ]);
     let (env, args) = env_of(&substitute(&built().text, &values));
     assert_eq!(env["DOCKER_HOST"], "tcp://127.0.0.1:2375");
     assert_eq!(env["CAPD_DOCKER_NETWORK"], "capd");
+    assert_eq!(env["CAPD_PUBLISH_ADDRESS"], "0.0.0.0");
     assert!(
         args.iter().any(|a| a.ends_with("ClusterTopology=true")),
         "{args:?}"

@@ -186,7 +186,7 @@ async fn load_balancer_routes_to_healthy_control_planes() {
 }
 
 #[tokio::test]
-async fn endpoint_port_other_than_6443_is_reachable_on_the_published_port() {
+async fn endpoint_port_other_than_6443_is_reachable_on_the_published_port_and_on_6443_for_kind() {
     let guard = Guard::new("lb7777");
     let engine = engine().await;
     let network = ensure_network(&engine, &guard.id, &guard.labels())
@@ -210,6 +210,17 @@ async fn endpoint_port_other_than_6443_is_reachable_on_the_published_port() {
         .await
         .unwrap();
     let answer = https_get_until(api_port, "/readyz", Duration::from_secs(20), |x| {
+        x.status == 200
+    })
+    .await
+    .unwrap();
+    assert_eq!(answer.header("X-Capd-Node"), Some(a.name.as_str()));
+
+    // `kind get kubeconfig` reads the host port of 6443/tcp: it must reach the API servers too.
+    let kind_port = lb
+        .host_port(6443)
+        .expect("6443/tcp stays published for kind");
+    let answer = https_get_until(kind_port, "/readyz", Duration::from_secs(20), |x| {
         x.status == 200
     })
     .await

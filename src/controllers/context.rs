@@ -95,6 +95,11 @@ impl Context {
         &self.manager.config.docker_network
     }
 
+    /// The host address published ports are bound to (`--publish-address`).
+    pub fn publish_address(&self) -> String {
+        self.manager.config.publish_address.to_string()
+    }
+
     /// An API handle for `K` in `namespace`.
     pub fn api<K>(&self, namespace: &str) -> Api<K>
     where

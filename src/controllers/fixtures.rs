@@ -397,6 +397,7 @@ pub fn test_context(runtime: crate::docker::FakeRuntime) -> crate::controllers::
         watch_filter: None,
         feature_gates: FeatureGates::default(),
         docker_network: "kind".into(),
+        publish_address: std::net::Ipv4Addr::LOCALHOST.into(),
         sync_period: Duration::from_secs(600),
         concurrency: Concurrency {
             docker_machine: 10,

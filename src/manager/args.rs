@@ -208,6 +208,17 @@ pub struct Args {
           value_parser = parse_non_empty)]
     pub docker_network: String,
 
+    /// Host address the load balancers' and control-plane nodes' ports are published on. The
+    /// default keeps workload API servers off the host's network interfaces; `0.0.0.0` (or
+    /// `::`) publishes them on every interface, as CAPD does.
+    #[arg(
+        long,
+        value_name = "IP",
+        env = "CAPD_PUBLISH_ADDRESS",
+        default_value = "127.0.0.1"
+    )]
+    pub publish_address: std::net::IpAddr,
+
     /// Run the Gardener Infrastructure extension controller for type docker
     /// (extensions.gardener.cloud/v1alpha1): one Docker network per Infrastructure. Needs the
     /// RBAC of the optional config/gardener component.

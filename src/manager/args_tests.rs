@@ -62,6 +62,21 @@ fn defaults_are_capds() {
 }
 
 #[test]
+fn ports_are_published_on_loopback_unless_asked_otherwise() {
+    let expected = std::env::var("CAPD_PUBLISH_ADDRESS").unwrap_or_else(|_| "127.0.0.1".into());
+    assert_eq!(parse(&[]).publish_address.to_string(), expected);
+    let everywhere = parse(&["--publish-address=0.0.0.0"]).publish_address;
+    assert!(everywhere.is_unspecified());
+    assert_eq!(
+        parse(&["--publish-address", "::1"])
+            .publish_address
+            .to_string(),
+        "::1"
+    );
+    assert!(Args::try_parse_from(["manager", "--publish-address=localhost"]).is_err());
+}
+
+#[test]
 fn docker_network_defaults_to_kind_unless_the_environment_says_otherwise() {
     let expected = std::env::var("CAPD_DOCKER_NETWORK").unwrap_or_else(|_| "kind".to_owned());
     assert_eq!(parse(&[]).docker_network, expected);

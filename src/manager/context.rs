@@ -41,6 +41,8 @@ pub struct ControllerConfig {
     pub feature_gates: FeatureGates,
     /// `--docker-network`: the network cluster containers join.
     pub docker_network: String,
+    /// `--publish-address`: host address published container ports are bound to.
+    pub publish_address: std::net::IpAddr,
     /// `--sync-period`: every object is reconciled at least this often.
     pub sync_period: Duration,
     /// Worker limits.
@@ -110,6 +112,7 @@ mod tests {
             watch_filter: watch_filter.map(str::to_owned),
             feature_gates: FeatureGates::default(),
             docker_network: "kind".to_owned(),
+            publish_address: std::net::Ipv4Addr::LOCALHOST.into(),
             sync_period: Duration::from_secs(600),
             concurrency: Concurrency {
                 docker_machine: 100,

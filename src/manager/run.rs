@@ -147,6 +147,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         v: _,
         logging_format: _,
         docker_network,
+        publish_address,
         // Read by `main`, which wires the Gardener controller in.
         gardener_infrastructure: _,
         kubeconfig,
@@ -182,6 +183,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         watch_filter: Some(watch_filter).filter(|f| !f.is_empty()),
         feature_gates,
         docker_network,
+        publish_address,
         sync_period,
         concurrency: Concurrency {
             docker_machine: dockermachine_concurrency,

@@ -63,7 +63,8 @@ pub async fn ensure(
         .await;
     }
 
-    let spec = load_balancer_spec(docker_cluster, cluster_name, network, family);
+    let mut spec = load_balancer_spec(docker_cluster, cluster_name, network, family);
+    spec.publish_address = ctx.publish_address();
     let name = spec.name();
     let found = find_load_balancer(runtime, cluster_name).await?;
     let info = match found {

@@ -53,6 +53,8 @@ pub struct Environment {
     pub proxy: ProxyEnv,
     /// Engine host quirks.
     pub quirks: HostQuirks,
+    /// Host address a control plane's API server port is published on.
+    pub publish_address: String,
 }
 
 /// The node container to run for a machine.
@@ -90,6 +92,7 @@ pub fn node_spec(
     spec.ip_family = env.family;
     spec.proxy = env.proxy.clone();
     spec.host = env.quirks.clone();
+    spec.publish_address.clone_from(&env.publish_address);
     spec
 }
 
@@ -129,6 +132,7 @@ mod tests {
             family: IpFamily::V4,
             proxy: ProxyEnv::default(),
             quirks: HostQuirks::default(),
+            publish_address: "127.0.0.1".into(),
         }
     }
 

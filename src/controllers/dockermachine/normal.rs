@@ -366,6 +366,7 @@ async fn create_container(
         family,
         proxy: ctx.proxy.clone(),
         quirks: HostQuirks::detect(&host),
+        publish_address: ctx.publish_address(),
     };
     let spec = node_spec(cluster_name, name, machine, docker_machine, &image, &env);
     let info = create_node(runtime, &spec).await?;

@@ -20,7 +20,8 @@ use crate::docker::node::API_SERVER_PORT;
 pub const STATS_PORT: u16 = 8404;
 
 /// The default configuration template: TCP frontend on the control-plane port (plus an IPv6 bind
-/// for IPv6 clusters), TLS `/healthz` checks on every backend with its weight, a statistics page on
+/// for IPv6 clusters, and a bind on 6443 when the control-plane port is another one, so the
+/// `6443/tcp` mapping that `kind get kubeconfig` reads always reaches the API servers), TLS `/healthz` checks on every backend with its weight, a statistics page on
 /// 8404, and `maxconn` bounded so haproxy's memory stays small. The bound is 8000 rather than
 /// CAPD's 100000: haproxy needs two file descriptors per connection and exits at start when the
 /// container's open-file limit is lower (engines started with `LimitNOFILE=20000` exist).
@@ -57,6 +58,13 @@ frontend control-plane
   bind *:{{ .FrontendControlPlanePort }}
 {{- if .IPv6 }}
   bind :::{{ .FrontendControlPlanePort }} v6only
+{{- end }}
+{{- if ne .FrontendControlPlanePort .BackendControlPlanePort }}
+  # kind interop: `kind get kubeconfig` uses the host port published for 6443/tcp
+  bind *:{{ .BackendControlPlanePort }}
+{{- if .IPv6 }}
+  bind :::{{ .BackendControlPlanePort }} v6only
+{{- end }}
 {{- end }}
   default_backend kube-apiservers
 

@@ -176,8 +176,22 @@ impl LoadBalancerSpec {
         .effective_frontend_port()
     }
 
+    /// Container ports published on the host: the frontend, 6443 for kind when the frontend is
+    /// another port, and the statistics page.
+    pub fn published_ports(&self) -> Vec<u16> {
+        let frontend = self.effective_frontend_port();
+        let mut ports = vec![frontend];
+        if frontend != super::node::API_SERVER_PORT {
+            ports.push(super::node::API_SERVER_PORT);
+        }
+        ports.push(STATS_PORT);
+        ports
+    }
+
     /// The container spec. Unlike CAPD, the published container port is the frontend port, so
-    /// the host port reaches haproxy also when the endpoint port is not 6443.
+    /// the host port reaches haproxy also when the endpoint port is not 6443; `6443/tcp` is
+    /// published as well in that case (the default configuration binds it), because
+    /// `kind get kubeconfig` reads the host port of `6443/tcp`.
     pub fn container_spec(&self) -> ContainerSpec {
         let publish = |container_port| PortPublish {
             container_port,
@@ -202,7 +216,7 @@ impl LoadBalancerSpec {
                     .map(ToString::to_string)
                     .collect(),
             ),
-            ports: vec![publish(self.effective_frontend_port()), publish(STATS_PORT)],
+            ports: self.published_ports().into_iter().map(publish).collect(),
             sysctls,
             ..ContainerSpec::capd_defaults(&self.name(), &self.image, &self.network)
         }

@@ -316,7 +316,13 @@ fn container_spec_publishes_the_frontend_port() {
         c.ports[0].container_port, 7777,
         "published port must reach haproxy's frontend"
     );
-    assert_eq!(c.ports[0].host_ip, "0.0.0.0");
+    let published: Vec<u16> = c.ports.iter().map(|p| p.container_port).collect();
+    assert_eq!(
+        published,
+        [7777, 6443, 8404],
+        "6443/tcp stays published for kind get kubeconfig"
+    );
+    assert!(c.ports.iter().all(|p| p.host_ip == "0.0.0.0"));
     assert_eq!(c.sysctls["net.ipv6.conf.all.disable_ipv6"], "0");
 }
 
