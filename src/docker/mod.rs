@@ -23,7 +23,7 @@ pub mod node;
 pub mod runtime;
 pub mod types;
 
-pub use engine::DockerEngine;
+pub use engine::{DockerEngine, EngineAddress, TlsFiles};
 pub use fake::FakeRuntime;
 pub use runtime::{ContainerRuntime, RuntimeError, ensure_image};
 pub use types::{

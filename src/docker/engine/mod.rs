@@ -5,7 +5,7 @@
 mod convert;
 mod exec;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -28,6 +28,87 @@ use super::types::{
 /// The engine address used when `DOCKER_HOST` is not set.
 pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 
+/// Where the engine is and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineAddress {
+    /// `unix:///...`, `tcp://host:port`, `http://...` or `https://...`.
+    pub host: String,
+    /// Client certificate and the CA that signed the engine's certificate: TLS with the engine's
+    /// certificate verified (`DOCKER_TLS_VERIFY`). Used for `tcp://` and `https://` hosts.
+    pub tls: Option<TlsFiles>,
+}
+
+/// The files of a TLS connection to the engine, named as the Docker CLI names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// `ca.pem`: the CA the engine's certificate must be signed by.
+    pub ca: PathBuf,
+    /// `cert.pem`: the client certificate.
+    pub cert: PathBuf,
+    /// `key.pem`: the client key.
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    /// `ca.pem`, `cert.pem` and `key.pem` in `dir`.
+    pub fn in_dir(dir: &Path) -> Self {
+        Self {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        }
+    }
+}
+
+impl EngineAddress {
+    /// The address this process's environment names.
+    ///
+    /// # Errors
+    /// As [`EngineAddress::from_lookup`].
+    pub fn from_env() -> Result<Self, RuntimeError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// The address the variables of `lookup` name, read as the Docker CLI reads them:
+    /// `DOCKER_HOST` (default: the local socket); a non-empty `DOCKER_TLS_VERIFY` means TLS with
+    /// the engine's certificate verified, using `ca.pem`, `cert.pem` and `key.pem` in
+    /// `DOCKER_CERT_PATH` (default: `$HOME/.docker`).
+    ///
+    /// # Errors
+    /// [`RuntimeError::Connect`] for `DOCKER_TLS` without `DOCKER_TLS_VERIFY` (TLS without
+    /// verifying the engine, which this provider does not offer), and for TLS with neither
+    /// `DOCKER_CERT_PATH` nor `HOME`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, RuntimeError> {
+        let set = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let host = set("DOCKER_HOST").unwrap_or_else(|| DEFAULT_DOCKER_HOST.to_string());
+        let refuse = |message: &str| RuntimeError::Connect {
+            host: host.clone(),
+            source: message.into(),
+        };
+        if set("DOCKER_TLS_VERIFY").is_none() {
+            if set("DOCKER_TLS").is_some() {
+                return Err(refuse(
+                    "DOCKER_TLS without DOCKER_TLS_VERIFY (TLS without verifying the engine) is not supported: set DOCKER_TLS_VERIFY=1",
+                ));
+            }
+            return Ok(Self { host, tls: None });
+        }
+        let dir = match (set("DOCKER_CERT_PATH"), set("HOME")) {
+            (Some(dir), _) => PathBuf::from(dir),
+            (None, Some(home)) => Path::new(&home).join(".docker"),
+            (None, None) => {
+                return Err(refuse(
+                    "DOCKER_TLS_VERIFY is set but neither DOCKER_CERT_PATH nor HOME says where ca.pem, cert.pem and key.pem are",
+                ));
+            }
+        };
+        Ok(Self {
+            host,
+            tls: Some(TlsFiles::in_dir(&dir)),
+        })
+    }
+}
+
 /// Time limit for one request to the engine (not for streams such as exec output).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -44,29 +125,48 @@ pub struct DockerEngine {
 }
 
 impl DockerEngine {
-    /// Connects to the engine named by `DOCKER_HOST`, or to the default unix socket.
+    /// Connects to the engine that `DOCKER_HOST`, `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`
+    /// name, as the Docker CLI reads them (see [`EngineAddress::from_env`]).
     ///
     /// # Errors
     /// [`RuntimeError::Connect`] when the address is unusable or the engine does not answer.
     pub async fn connect() -> Result<Self, RuntimeError> {
-        let host = std::env::var("DOCKER_HOST")
-            .ok()
-            .filter(|h| !h.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_DOCKER_HOST.to_string());
-        Self::connect_to(&host).await
+        Self::connect_to(&EngineAddress::from_env()?).await
     }
 
-    /// Connects to the engine at `host` (`unix://...`, `tcp://...` or `http://...`) and
-    /// negotiates the API version.
+    /// Connects to the engine at `address` and negotiates the API version.
     ///
     /// # Errors
     /// [`RuntimeError::Connect`] when the address is unusable or the engine does not answer.
-    pub async fn connect_to(host: &str) -> Result<Self, RuntimeError> {
+    pub async fn connect_to(address: &EngineAddress) -> Result<Self, RuntimeError> {
+        let host = address.host.as_str();
         let connect_err = |e: bollard::errors::Error| RuntimeError::Connect {
             host: host.to_string(),
             source: Box::new(e),
         };
-        let docker = Docker::connect_with_host(host)
+        let docker = match (&address.tls, host.split_once("://")) {
+            (Some(tls), Some(("tcp" | "https", _))) => {
+                // bollard reads the client key with the process's default provider; another
+                // part of the process may have installed it already, which is as good.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                Docker::connect_with_ssl(
+                    host,
+                    &tls.key,
+                    &tls.cert,
+                    &tls.ca,
+                    REQUEST_TIMEOUT.as_secs(),
+                    bollard::API_DEFAULT_VERSION,
+                )
+            }
+            (_, Some(("tcp" | "http", _))) => Docker::connect_with_http(
+                host,
+                REQUEST_TIMEOUT.as_secs(),
+                bollard::API_DEFAULT_VERSION,
+            ),
+            // The Docker CLI ignores TLS settings for a local socket.
+            _ => Docker::connect_with_host(host),
+        };
+        let docker = docker
             .map_err(connect_err)?
             .with_timeout(REQUEST_TIMEOUT)
             .negotiate_version()
@@ -327,5 +427,68 @@ impl ContainerRuntime for DockerEngine {
             text.extend_from_slice(chunk.map_err(self.err(action.clone()))?.as_ref());
         }
         Ok(String::from_utf8_lossy(&text).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn address(vars: &[(&str, &str)]) -> Result<EngineAddress, RuntimeError> {
+        EngineAddress::from_lookup(|name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_string())
+        })
+    }
+
+    #[test]
+    fn the_environment_is_read_as_the_docker_cli_reads_it() {
+        assert_eq!(
+            address(&[]).unwrap(),
+            EngineAddress {
+                host: DEFAULT_DOCKER_HOST.into(),
+                tls: None
+            }
+        );
+        assert_eq!(
+            address(&[("DOCKER_HOST", "tcp://10.0.0.1:2376"), ("DOCKER_TLS_VERIFY", "")])
+                .unwrap()
+                .tls,
+            None,
+            "an empty DOCKER_TLS_VERIFY means no TLS"
+        );
+        let tls = address(&[
+            ("DOCKER_HOST", "tcp://10.0.0.1:2376"),
+            ("DOCKER_TLS_VERIFY", "1"),
+            ("DOCKER_CERT_PATH", "/certs"),
+            ("HOME", "/root"),
+        ])
+        .unwrap();
+        assert_eq!(tls.host, "tcp://10.0.0.1:2376");
+        assert_eq!(
+            tls.tls,
+            Some(TlsFiles {
+                ca: "/certs/ca.pem".into(),
+                cert: "/certs/cert.pem".into(),
+                key: "/certs/key.pem".into(),
+            })
+        );
+        let home = address(&[("DOCKER_TLS_VERIFY", "1"), ("HOME", "/home/me")]).unwrap();
+        assert_eq!(
+            home.tls.map(|t| t.ca),
+            Some(PathBuf::from("/home/me/.docker/ca.pem"))
+        );
+    }
+
+    #[test]
+    fn tls_settings_that_cannot_be_honoured_are_refused_with_the_reason() {
+        let err = address(&[("DOCKER_HOST", "tcp://h:2376"), ("DOCKER_TLS", "1")]).unwrap_err();
+        assert_eq!(err.category(), "connect");
+        let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+        assert!(chain.contains("set DOCKER_TLS_VERIFY=1"), "{chain}");
+        let err = address(&[("DOCKER_TLS_VERIFY", "1")]).unwrap_err();
+        let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+        assert!(chain.contains("neither DOCKER_CERT_PATH nor HOME"), "{chain}");
     }
 }
