@@ -14,6 +14,8 @@ pub mod steps;
 #[cfg(test)]
 mod bootstrap_tests;
 #[cfg(test)]
+mod status_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
