@@ -2,6 +2,8 @@
 //! condition and a Warning Event) but not stopped, and is accepted when it completes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::time::Duration;
 
 use capd_e2e::*;
@@ -78,13 +80,6 @@ async fn a_bootstrap_past_its_timeout_is_reported_then_accepted_when_it_complete
         status.contains("state=succeeded"),
         "the runner was not stopped: {status}"
     );
-    let kubeadm = docker_exec(&container, &["cat", "/var/lib/capd-standin/kubeadm.log"]);
-    assert_eq!(
-        kubeadm
-            .lines()
-            .filter(|l| l.starts_with("kubeadm init"))
-            .count(),
-        1,
-        "kubeadm ran exactly once: {kubeadm}"
-    );
+    let (inits, kubeadm) = common::kubeadm_inits(&container);
+    assert_eq!(inits, 1, "kubeadm ran exactly once: {kubeadm}");
 }

@@ -7,7 +7,7 @@ use super::transition_events;
 use crate::api::conditions::{
     BOOTSTRAP_COMPLETED_CONDITION, CGROUPS_READY_CONDITION, CONTAINER_PROVISIONED_CONDITION,
     Condition, ConditionStatus, PAUSED_CONDITION, PRELOADED_IMAGES_READY_CONDITION,
-    READY_CONDITION, find_condition,
+    READY_CONDITION, V1Beta1Condition, find_condition,
 };
 use crate::api::v1beta2::DockerMachineStatus;
 use crate::controllers::context::EventKind;
@@ -21,6 +21,17 @@ fn full_status(conditions: &[(&str, ConditionStatus, &str)]) -> DockerMachineSta
     }
     summarize(&mut status, Some(3));
     status
+}
+
+/// The legacy (v1beta1) `BootstrapExecSucceeded` condition.
+fn legacy_bootstrap(status: &DockerMachineStatus) -> &V1Beta1Condition {
+    status
+        .deprecated
+        .v1beta1
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "BootstrapExecSucceeded")
+        .unwrap()
 }
 
 #[test]
@@ -73,14 +84,7 @@ fn ready_summarizes_every_step_and_legacy_conditions_follow() {
             "Failed",
         ),
     ]);
-    let legacy_bootstrap = failed
-        .deprecated
-        .v1beta1
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "BootstrapExecSucceeded")
-        .unwrap();
-    assert_eq!(legacy_bootstrap.reason, "BootstrapFailed");
+    assert_eq!(legacy_bootstrap(&failed).reason, "BootstrapFailed");
 }
 
 #[test]
@@ -114,20 +118,24 @@ fn summarizing_twice_changes_nothing() {
     assert_eq!(once, twice);
 }
 
+/// The conditions of a machine with only `BootstrapCompleted`.
+fn bootstrap(status: ConditionStatus, reason: &str, message: &str) -> Vec<Condition> {
+    vec![Condition::new(
+        BOOTSTRAP_COMPLETED_CONDITION,
+        status,
+        reason,
+        message,
+    )]
+}
+
 #[test]
 fn events_are_published_for_the_changes_users_care_about() {
-    let before = vec![Condition::new(
-        BOOTSTRAP_COMPLETED_CONDITION,
-        ConditionStatus::False,
-        "NotReady",
-        "",
-    )];
-    let after = vec![Condition::new(
-        BOOTSTRAP_COMPLETED_CONDITION,
+    let before = bootstrap(ConditionStatus::False, "NotReady", "");
+    let after = bootstrap(
         ConditionStatus::False,
         "Failed",
         "Bootstrap command [run kubeadm init] (7 of 9) failed with exit code 1",
-    )];
+    );
     let events = transition_events(&before, &after);
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].0, EventKind::Warning);
@@ -140,28 +148,17 @@ fn events_are_published_for_the_changes_users_care_about() {
 
 #[test]
 fn a_timeout_is_a_warning_event_and_a_later_completion_a_normal_one() {
-    let running = vec![Condition::new(
-        BOOTSTRAP_COMPLETED_CONDITION,
+    let running = bootstrap(
         ConditionStatus::False,
         "NotReady",
         "Running bootstrap command [run kubeadm join] (9 of 12)",
-    )];
-    let timed_out = vec![Condition::new(
-        BOOTSTRAP_COMPLETED_CONDITION,
-        ConditionStatus::False,
-        "BootstrapTimedOut",
-        OVERDUE,
-    )];
+    );
+    let timed_out = bootstrap(ConditionStatus::False, "BootstrapTimedOut", OVERDUE);
     assert_eq!(
         transition_events(&running, &timed_out),
         vec![(EventKind::Warning, "BootstrapTimedOut", OVERDUE.to_string())]
     );
-    let completed = vec![Condition::new(
-        BOOTSTRAP_COMPLETED_CONDITION,
-        ConditionStatus::True,
-        "Completed",
-        "",
-    )];
+    let completed = bootstrap(ConditionStatus::True, "Completed", "");
     let events = transition_events(&timed_out, &completed);
     assert_eq!(events.len(), 1);
     assert_eq!(
@@ -181,13 +178,7 @@ fn a_timeout_is_a_warning_event_and_a_later_completion_a_normal_one() {
             "BootstrapTimedOut",
         ),
     ]);
-    let legacy = status
-        .deprecated
-        .v1beta1
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "BootstrapExecSucceeded")
-        .unwrap();
+    let legacy = legacy_bootstrap(&status);
     assert_eq!(
         (legacy.reason.as_str(), legacy.severity.as_str()),
         ("Bootstrapping", "Warning"),
