@@ -3,6 +3,8 @@
 //! container.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::time::Duration;
 
 use capd_e2e::*;
@@ -54,15 +56,8 @@ async fn a_manager_restarted_during_bootstrap_never_bootstraps_twice() {
         container_id,
         "the same container, not a new one"
     );
-    let kubeadm = docker_exec(&container, &["cat", "/var/lib/capd-standin/kubeadm.log"]);
-    assert_eq!(
-        kubeadm
-            .lines()
-            .filter(|l| l.starts_with("kubeadm init"))
-            .count(),
-        1,
-        "kubeadm ran exactly once: {kubeadm}"
-    );
+    let (inits, kubeadm) = common::kubeadm_inits(&container);
+    assert_eq!(inits, 1, "kubeadm ran exactly once: {kubeadm}");
     let status = docker_exec(
         &container,
         &["cat", "/run/cluster-api/capd-bootstrap/status"],

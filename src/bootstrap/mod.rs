@@ -39,6 +39,14 @@ pub use shell::shell_quote;
 /// `kubeadm init|join` on the same node fails or corrupts it.
 pub const SENTINEL_PATH: &str = "/run/cluster-api/capd.bootstrap.started";
 
+/// The file Cluster API's kubeadm bootstrap provider (CABPK) writes inside the node once
+/// `kubeadm init|join` succeeded (`... && echo success > ...`).
+///
+/// Its presence means bootstrap completed: the provider accepts it as such, before starting
+/// bootstrap (a node bootstrapped by another provider instance) and while following a bootstrap
+/// that ran past its timeout.
+pub const SUCCESS_PATH: &str = "/run/cluster-api/bootstrap-success.complete";
+
 /// How long the runtime waits between two attempts of a command that has [`Command::retries`].
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(5);
 

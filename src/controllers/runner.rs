@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use crate::bootstrap::{Command, SENTINEL_PATH, shell_quote};
+use crate::bootstrap::{Command, SENTINEL_PATH, SUCCESS_PATH, shell_quote};
 use crate::docker::ExecRequest;
 
 /// Directory holding the runner's script, status and output inside the node.
@@ -35,7 +35,7 @@ pub fn staging_path(attempt: &str) -> String {
     format!("{STATE_DIR}.{safe}.sh")
 }
 
-/// Time allowed for one of the small commands that stage, launch, probe or stop the runner.
+/// Time allowed for one of the small commands that stage, launch or probe the runner.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a launched runner may stay without a `running` status before it is considered dead.
@@ -196,44 +196,61 @@ echo launched"#,
     )
 }
 
-/// Reports the container clock, whether the runner was launched (with its status) and whether
-/// the bootstrap sentinel exists.
+/// The files a probe looks at inside the node.
+#[derive(Debug, Clone, Copy)]
+struct Paths<'a> {
+    /// The runner's state directory ([`STATE_DIR`]).
+    state: &'a str,
+    /// The bootstrap sentinel ([`SENTINEL_PATH`]).
+    sentinel: &'a str,
+    /// CABPK's success file ([`SUCCESS_PATH`]).
+    success: &'a str,
+}
+
+const NODE_PATHS: Paths<'static> = Paths {
+    state: STATE_DIR,
+    sentinel: SENTINEL_PATH,
+    success: SUCCESS_PATH,
+};
+
+/// Reports the container clock, whether the runner was launched (with its status), whether the
+/// bootstrap sentinel exists and whether CABPK's success file exists.
 pub fn probe_request() -> ExecRequest {
-    ExecRequest::new([
-        "/bin/sh",
-        "-c",
-        probe_script(STATE_DIR, SENTINEL_PATH).as_str(),
-    ])
-    .timeout(COMMAND_TIMEOUT)
+    ExecRequest::new(["/bin/sh", "-c", probe_script(NODE_PATHS).as_str()]).timeout(COMMAND_TIMEOUT)
 }
 
 /// Like [`probe_request`], but first waits inside the node, up to `wait`, until the runner's
-/// status differs from the one whose [`ProbeResult::digest`] is `previous`: a finished
-/// bootstrap is seen within 100 ms instead of at the next poll, with fewer execs.
+/// status differs from the one whose [`ProbeResult::digest`] is `previous` or CABPK's success
+/// file appears: a finished bootstrap is seen within 100 ms instead of at the next poll, with
+/// fewer execs.
 pub fn wait_probe_request(previous: &str, wait: Duration) -> ExecRequest {
     let tenths = wait.as_millis().div_ceil(100).max(1);
-    let script = wait_probe_script(STATE_DIR, SENTINEL_PATH, tenths);
+    let script = wait_probe_script(NODE_PATHS, tenths);
     ExecRequest::new(["/bin/sh", "-c", script.as_str(), "sh", previous]).timeout(COMMAND_TIMEOUT)
 }
 
-fn wait_probe_script(state_dir: &str, sentinel: &str, tenths: u128) -> String {
+fn wait_probe_script(paths: Paths<'_>, tenths: u128) -> String {
     format!(
         r#"STATE={state}
 i=0
-while [ "$i" -lt {tenths} ] && [ -d "$STATE" ] && [ "$(cksum < "$STATE/status" 2>/dev/null)" = "$1" ]; do
+while [ "$i" -lt {tenths} ] && [ -d "$STATE" ] && [ ! -e {success} ] && [ "$(cksum < "$STATE/status" 2>/dev/null)" = "$1" ]; do
   sleep 0.1 2>/dev/null || sleep 1
   i=$((i + 1))
 done
 {probe}"#,
-        state = shell_quote(state_dir),
-        probe = probe_script(state_dir, sentinel)
+        state = shell_quote(paths.state),
+        success = shell_quote(paths.success),
+        probe = probe_script(paths)
     )
 }
 
-fn probe_script(state_dir: &str, sentinel: &str) -> String {
+fn probe_script(paths: Paths<'_>) -> String {
     format!(
         r#"STATE={state}
 echo "now=$(date +%s)"
+if [ -e {success} ]; then
+  echo "success=true"
+fi
 if [ -d "$STATE" ]; then
   echo "launched=true"
   echo "digest=$(cksum < "$STATE/status" 2>/dev/null)"
@@ -241,8 +258,9 @@ if [ -d "$STATE" ]; then
 elif [ -e {sentinel} ]; then
   echo "sentinel=true"
 fi"#,
-        state = shell_quote(state_dir),
-        sentinel = shell_quote(sentinel)
+        state = shell_quote(paths.state),
+        sentinel = shell_quote(paths.sentinel),
+        success = shell_quote(paths.success)
     )
 }
 
@@ -256,30 +274,6 @@ pub fn tail_request(lines: usize) -> ExecRequest {
     .timeout(COMMAND_TIMEOUT)
 }
 
-/// Stops the runner (its whole process group) and records the failure in its status.
-pub fn stop_request(pid: u32) -> ExecRequest {
-    ExecRequest::new([
-        "/bin/sh".to_string(),
-        "-c".to_string(),
-        stop_script(STATE_DIR),
-        "sh".to_string(),
-        pid.to_string(),
-    ])
-    .timeout(COMMAND_TIMEOUT)
-}
-
-fn stop_script(state_dir: &str) -> String {
-    let state = shell_quote(state_dir);
-    format!(
-        r#"kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null
-sleep 1
-if grep -q '^state=running' {state}/status 2>/dev/null; then
-  sed -i 's/^state=running/state=failed/' {state}/status
-fi
-true"#
-    )
-}
-
 /// State of the runner as its status file says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunnerState {
@@ -289,7 +283,7 @@ pub enum RunnerState {
     Running,
     /// Every command succeeded.
     Succeeded,
-    /// A command failed (after its retries) or the runner was stopped.
+    /// A command failed (after its retries), or the runner was killed (a `TERM` from outside).
     Failed,
 }
 
@@ -335,6 +329,8 @@ pub struct ProbeResult {
     pub probe: Probe,
     /// Checksum of the runner's status file, for [`wait_probe_request`], when launched.
     pub digest: Option<String>,
+    /// Whether CABPK's success file ([`SUCCESS_PATH`]) exists: `kubeadm init|join` succeeded.
+    pub success_file: bool,
 }
 
 fn fields(text: &str) -> BTreeMap<&str, &str> {
@@ -359,7 +355,13 @@ pub fn parse_probe(text: &str) -> ProbeResult {
         .get("digest")
         .filter(|d| !d.is_empty())
         .map(|d| d.to_string());
-    ProbeResult { now, probe, digest }
+    let success_file = map.get("success") == Some(&"true");
+    ProbeResult {
+        now,
+        probe,
+        digest,
+        success_file,
+    }
 }
 
 fn parse_status(map: &BTreeMap<&str, &str>) -> RunnerStatus {

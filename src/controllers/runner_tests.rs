@@ -40,10 +40,16 @@ fn launch(root: &Path, commands: &[Command]) -> String {
     )
 }
 
+/// Probes with the state directory under `root` and CABPK's success file at `root/success`.
 fn probe(root: &Path, sentinel: &Path) -> ProbeResult {
     let state = root.join("capd-bootstrap");
+    let success = root.join("success");
     parse_probe(&sh(
-        &probe_script(state.to_str().unwrap(), sentinel.to_str().unwrap()),
+        &probe_script(Paths {
+            state: state.to_str().unwrap(),
+            sentinel: sentinel.to_str().unwrap(),
+            success: success.to_str().unwrap(),
+        }),
         &[],
     ))
 }
@@ -70,6 +76,23 @@ fn a_fresh_node_probes_fresh_and_a_sentinel_is_recognised() {
     assert!(result.now.unwrap() > 1_600_000_000);
     std::fs::write(&sentinel, "started").unwrap();
     assert_eq!(probe(dir.path(), &sentinel).probe, Probe::SentinelOnly);
+    assert!(!probe(dir.path(), &sentinel).success_file);
+}
+
+#[test]
+fn cabpk_success_file_is_reported_with_or_without_a_runner() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = dir.path().join("none");
+    std::fs::write(dir.path().join("success"), "success\n").unwrap();
+    let fresh = probe(dir.path(), &none);
+    assert_eq!(fresh.probe, Probe::Fresh);
+    assert!(fresh.success_file);
+    let state = dir.path().join("capd-bootstrap");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("status"), "state=running\nstep=3\ntotal=3\n").unwrap();
+    let launched = probe(dir.path(), &none);
+    assert!(matches!(launched.probe, Probe::Launched(_)));
+    assert!(launched.success_file);
 }
 
 #[test]
@@ -177,30 +200,6 @@ fn a_second_launch_only_observes_and_never_runs_the_commands_again() {
 }
 
 #[test]
-fn a_stopped_runner_reports_failure() {
-    let dir = tempfile::tempdir().unwrap();
-    launch(
-        dir.path(),
-        &[command(&["sleep", "30"], None, 0, "wait forever")],
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let pid = loop {
-        if let Probe::Launched(status) = probe(dir.path(), &dir.path().join("none")).probe
-            && status.state == RunnerState::Running
-            && let Some(pid) = status.pid
-        {
-            break pid;
-        }
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let state = dir.path().join("capd-bootstrap");
-    sh(&stop_script(state.to_str().unwrap()), &[&pid.to_string()]);
-    let status = wait_finished(dir.path());
-    assert_eq!(status.state, RunnerState::Failed);
-}
-
-#[test]
 fn arguments_with_nul_bytes_are_refused() {
     let err = script(&[command(&["echo", "a\0b"], None, 0, "bad")]).unwrap_err();
     assert!(matches!(err, RunnerError::NulInArgument { step: 1, .. }));
@@ -248,7 +247,13 @@ fn a_waiting_probe_returns_as_soon_as_the_status_changes_and_waits_while_it_does
     std::fs::create_dir_all(&state).unwrap();
     std::fs::write(state.join("status"), "state=running\nstep=1\ntotal=2\n").unwrap();
     let sentinel = dir.path().join("none");
-    let script = wait_probe_script(state.to_str().unwrap(), sentinel.to_str().unwrap(), 5);
+    let success = dir.path().join("success");
+    let paths = Paths {
+        state: state.to_str().unwrap(),
+        sentinel: sentinel.to_str().unwrap(),
+        success: success.to_str().unwrap(),
+    };
+    let script = wait_probe_script(paths, 5);
     let first = probe(dir.path(), &sentinel);
     let digest = first
         .digest
@@ -282,5 +287,17 @@ fn a_waiting_probe_returns_as_soon_as_the_status_changes_and_waits_while_it_does
         panic!("expected a launched runner, got {:?}", changed.probe);
     };
     assert_eq!(status.state, RunnerState::Succeeded);
-    assert_ne!(changed.digest, Some(digest));
+    assert_ne!(changed.digest, Some(digest.clone()));
+
+    // CABPK's success file appearing while the status stays the same also ends the wait.
+    std::fs::write(state.join("status"), "state=running\nstep=1\ntotal=2\n").unwrap();
+    std::fs::write(&success, "success\n").unwrap();
+    let started = Instant::now();
+    let done = parse_probe(&sh(&script, &[&digest]));
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(done.success_file);
 }

@@ -31,6 +31,9 @@ pub enum TaskKind {
 pub enum TaskState {
     /// Still running; the text says what it is doing.
     Running(String),
+    /// Still running past its time limit; the text says so and what it is doing. Not a
+    /// failure: the task goes on and may still succeed (bootstrap is never stopped).
+    Overdue(String),
     /// Finished successfully; the text says what was done.
     Succeeded(String),
     /// Finished unsuccessfully. `terminal` failures are final (bootstrap commands never run
@@ -68,7 +71,16 @@ pub struct Progress {
 impl Progress {
     /// Publishes what the task is doing now (triggers a reconcile when it changed).
     pub fn report(&self, text: impl Into<String>) {
-        let next = TaskState::Running(text.into());
+        self.publish(TaskState::Running(text.into()));
+    }
+
+    /// Publishes that the task is still at work past its time limit, and what it is doing
+    /// (triggers a reconcile when it changed).
+    pub fn report_overdue(&self, text: impl Into<String>) {
+        self.publish(TaskState::Overdue(text.into()));
+    }
+
+    fn publish(&self, next: TaskState) {
         let changed = {
             let mut state = lock(&self.state);
             let changed = *state != next;
@@ -240,7 +252,12 @@ impl TaskRegistry {
     pub fn running(&self) -> usize {
         lock(&self.entries)
             .values()
-            .filter(|e| matches!(*lock(&e.state), TaskState::Running(_)))
+            .filter(|e| {
+                matches!(
+                    *lock(&e.state),
+                    TaskState::Running(_) | TaskState::Overdue(_)
+                )
+            })
             .count()
     }
 
@@ -320,6 +337,25 @@ mod tests {
         tasks.cancel_all(&machine());
         assert_eq!(tasks.state(&machine(), "u", TaskKind::Bootstrap), None);
         assert_eq!(tasks.running(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_overdue_task_is_reported_and_still_counts_as_running() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let tasks = TaskRegistry::new(tx);
+        tasks.start(&machine(), "u", TaskKind::Bootstrap, "", |p| async move {
+            p.report_overdue("still at step 2 of 3 after its time limit");
+            std::future::pending::<()>().await;
+            Ok(String::new())
+        });
+        rx.recv().await.unwrap();
+        assert_eq!(
+            tasks.state(&machine(), "u", TaskKind::Bootstrap),
+            Some(TaskState::Overdue(
+                "still at step 2 of 3 after its time limit".into()
+            ))
+        );
+        assert_eq!(tasks.running(), 1);
     }
 
     #[tokio::test]

@@ -12,3 +12,15 @@ pub use capd_e2e::tls::accept_any_certificate;
 pub fn unique(prefix: &str) -> String {
     capd_e2e::unique(&format!("{prefix}-"))
 }
+
+/// How many times `kubeadm init` ran in a node container of the test image (its stand-in kubeadm
+/// logs every call), with the log for messages.
+#[allow(dead_code)]
+pub fn kubeadm_inits(container: &str) -> (usize, String) {
+    let log = capd_e2e::docker_exec(container, &["cat", "/var/lib/capd-standin/kubeadm.log"]);
+    let count = log
+        .lines()
+        .filter(|l| l.starts_with("kubeadm init"))
+        .count();
+    (count, log)
+}

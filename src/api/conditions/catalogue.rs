@@ -65,6 +65,9 @@ pub const COMPLETED_REASON: &str = "Completed";
 pub const FAILED_REASON: &str = "Failed";
 /// `BootstrapCompleted` is `False` without a failure (for example the task was lost).
 pub const NOT_COMPLETED_REASON: &str = "NotCompleted";
+/// `BootstrapCompleted` is `False` because `spec.bootstrapTimeout` passed while bootstrap is
+/// still running: not a failure, bootstrap goes on and is accepted when it completes.
+pub const BOOTSTRAP_TIMED_OUT_REASON: &str = "BootstrapTimedOut";
 /// `BootstrapExecSucceeded` is `True` (CAPD 1.13 and earlier).
 pub const SUCCEEDED_REASON: &str = "Succeeded";
 /// `BootstrapExecSucceeded` is `False` (CAPD 1.13 and earlier).

@@ -174,6 +174,7 @@ fn every_reason_constant_matches_the_schema_pattern() {
         COMPLETED_REASON,
         FAILED_REASON,
         NOT_COMPLETED_REASON,
+        BOOTSTRAP_TIMED_OUT_REASON,
         SUCCEEDED_REASON,
         NOT_SUCCEEDED_REASON,
         WAITING_FOR_MULTI_USER_TARGET_REASON,

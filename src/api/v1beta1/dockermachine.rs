@@ -77,8 +77,9 @@ pub struct DockerMachineSpec {
     /// Deprecated: records that the bootstrap commands already ran on this node.
     #[serde(default, skip_serializing_if = "is_default")]
     pub bootstrapped: bool,
-    /// How long to wait for bootstrap to finish before giving up, as a Go duration (for
-    /// example `5m`).
+    /// How long bootstrap may take, as a Go duration (for example `5m`). Past it, a bootstrap
+    /// still running is reported (condition `BootstrapCompleted` reason `BootstrapTimedOut` and a
+    /// Warning Event) but not stopped; it is accepted if it completes later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_timeout: Option<String>,
 }

@@ -82,8 +82,10 @@ pub struct DockerMachineSpec {
     /// this node.
     #[serde(default, skip_serializing_if = "is_default")]
     pub bootstrapped: bool,
-    /// How long to wait for bootstrap to finish before giving up, as a Go duration (for
-    /// example `5m`). Defaults to five minutes.
+    /// How long bootstrap may take, as a Go duration (for example `5m`). Past it, a bootstrap
+    /// still running is reported (condition `BootstrapCompleted` reason `BootstrapTimedOut` and a
+    /// Warning Event) but not stopped; it is accepted if it completes later. Defaults to five
+    /// minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_timeout: Option<String>,
 }

@@ -1,11 +1,16 @@
 //! The bootstrap task: reads what the node says about bootstrap, launches the detached runner
 //! when (and only when) bootstrap never started there, then follows the runner until it ends.
 //! A restarted manager runs the same task and simply picks up the observation.
+//!
+//! `spec.bootstrapTimeout` never stops bootstrap (as in CAPD, which only stops waiting): past
+//! it the task reports itself overdue and keeps following the runner, so a slow bootstrap that
+//! completes later is accepted. CABPK's success file ([`SUCCESS_PATH`]) counts as completion,
+//! before the start and while following. A command that fails is final.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bootstrap::Plan;
+use crate::bootstrap::{Plan, SUCCESS_PATH};
 use crate::controllers::redact::redacted_tail;
 use crate::controllers::runner::{
     self, Probe, ProbeResult, RunnerState, RunnerStatus, START_GRACE, progress_message,
@@ -36,7 +41,8 @@ pub struct BootstrapJob {
     /// The commands, or why there are none (missing or unreadable bootstrap data). Only needed
     /// when bootstrap never started in the node.
     pub plan: Result<Plan, String>,
-    /// `spec.bootstrapTimeout`.
+    /// `spec.bootstrapTimeout`: past it, a bootstrap still running is reported overdue (never
+    /// stopped).
     pub timeout: Duration,
     /// Unique suffix of the staged script.
     pub attempt: String,
@@ -84,6 +90,11 @@ async fn probe_with(job: &BootstrapJob, request: ExecRequest) -> Result<ProbeRes
 /// Runs the task to its end.
 pub async fn run(job: BootstrapJob, progress: Progress) -> TaskResult {
     let first = probe(&job).await?;
+    if first.success_file && !matches!(first.probe, Probe::Launched(_)) {
+        return Ok(format!(
+            "bootstrap completed before ({SUCCESS_PATH} found); not starting it again"
+        ));
+    }
     match first.probe {
         Probe::SentinelOnly => {
             return Ok(
@@ -123,6 +134,7 @@ pub async fn run(job: BootstrapJob, progress: Progress) -> TaskResult {
 async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
     let mut failures = 0;
     let mut pending_since = tokio::time::Instant::now();
+    let mut overdue_logged = false;
     // The status last seen: the next probe waits in the node until it changes (a long poll)
     // rather than sleeping here; without a digest (no `cksum` in the node) it polls.
     let mut previous: Option<String> = None;
@@ -149,6 +161,7 @@ async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
         };
         let status = match result.probe {
             Probe::Launched(status) => status,
+            _ if result.success_file => return Ok(success_file_found()),
             Probe::SentinelOnly => {
                 return Ok("bootstrap was started before (sentinel file found)".into());
             }
@@ -163,6 +176,8 @@ async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
                 return Ok(format!("ran {} bootstrap commands", status.total));
             }
             RunnerState::Failed => return Err(failed(job, &status).await),
+            // kubeadm succeeded; what the runner still does (later commands) is not awaited.
+            _ if result.success_file => return Ok(success_file_found()),
             RunnerState::Pending => {
                 if pending_since.elapsed() > START_GRACE {
                     return Err(TaskFailure::terminal(
@@ -172,9 +187,15 @@ async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
             }
             RunnerState::Running => {
                 pending_since = tokio::time::Instant::now();
-                progress.report(progress_message(&status));
-                if let Some(failure) = timed_out(job, &status, result.now).await {
-                    return Err(failure);
+                match overdue(job, &status, result.now) {
+                    Some(message) => {
+                        if !overdue_logged {
+                            overdue_logged = true;
+                            tracing::warn!(container = %job.container, timeout_seconds = job.timeout.as_secs(), "Bootstrap timeout passed; bootstrap keeps running and is still followed");
+                        }
+                        progress.report_overdue(message);
+                    }
+                    None => progress.report(progress_message(&status)),
                 }
             }
         }
@@ -188,37 +209,27 @@ async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
     }
 }
 
-/// Stops a runner that exceeded `spec.bootstrapTimeout`; a timed-out bootstrap is final (kubeadm
-/// must not run twice on a node), so the machine is left for remediation.
-async fn timed_out(
-    job: &BootstrapJob,
-    status: &RunnerStatus,
-    now: Option<i64>,
-) -> Option<TaskFailure> {
+fn success_file_found() -> String {
+    format!("bootstrap completed ({SUCCESS_PATH} found)")
+}
+
+/// The message of a runner still running past `spec.bootstrapTimeout` (container clock), or
+/// `None` within it. Bootstrap is not stopped: CAPD only stops waiting, and a slow node (still
+/// pulling images) may yet complete.
+fn overdue(job: &BootstrapJob, status: &RunnerStatus, now: Option<i64>) -> Option<String> {
     let (Some(started), Some(now)) = (status.started, now) else {
         return None;
     };
     let elapsed = u64::try_from(now.saturating_sub(started)).unwrap_or(0);
-    if elapsed <= job.timeout.as_secs() {
-        return None;
-    }
-    if let Some(pid) = status.pid
-        && let Err(e) = job
-            .runtime
-            .exec(&job.container, &runner::stop_request(pid))
-            .await
-    {
-        tracing::warn!(container = %job.container, error = %error_chain(&e), "Stopping the bootstrap runner failed");
-    }
-    let tail = tail(job).await;
-    Some(TaskFailure::terminal(format!(
-        "Bootstrap did not finish within {}s; it was stopped during command [{}] ({} of {}){}",
-        job.timeout.as_secs(),
-        status.description,
-        status.step,
-        status.total,
-        with_output(&tail)
-    )))
+    (elapsed > job.timeout.as_secs()).then(|| {
+        format!(
+            "Bootstrap did not complete within {}s (spec.bootstrapTimeout) and is still running command [{}] ({} of {}); it is not stopped and is accepted when it completes",
+            job.timeout.as_secs(),
+            status.description,
+            status.step,
+            status.total
+        )
+    })
 }
 
 async fn failed(job: &BootstrapJob, status: &RunnerStatus) -> TaskFailure {

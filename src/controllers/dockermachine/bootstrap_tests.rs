@@ -17,13 +17,16 @@ use crate::docker::{ContainerRuntime, ExecOutput, ExecRequest, ExecStdin, FakeRu
 struct Node {
     launched: bool,
     sentinel: bool,
+    /// CABPK's `/run/cluster-api/bootstrap-success.complete`.
+    success_file: bool,
     launches: u32,
     stages: Vec<Vec<u8>>,
     /// Status files returned by successive probes once launched (the last one repeats).
     statuses: Vec<String>,
     probes: usize,
     tail: String,
-    stopped: Vec<String>,
+    /// Commands that tried to kill something in the node.
+    kills: Vec<String>,
 }
 
 fn out(stdout: &str) -> Option<ExecOutput> {
@@ -53,6 +56,9 @@ fn simulate(fake: &FakeRuntime, node: Arc<Mutex<Node>>) {
         }
         if script.contains("echo \"now=") {
             let mut text = "now=1700000100\n".to_string();
+            if node.success_file {
+                text.push_str("success=true\n");
+            }
             if node.launched {
                 let index = node.probes.min(node.statuses.len().saturating_sub(1));
                 node.probes += 1;
@@ -70,9 +76,8 @@ fn simulate(fake: &FakeRuntime, node: Arc<Mutex<Node>>) {
         if script.contains("tail -n") {
             return out(&node.tail.clone());
         }
-        if script.contains("kill -TERM") {
-            node.stopped
-                .push(request.argv.get(4).cloned().unwrap_or_default());
+        if script.contains("kill") {
+            node.kills.push(script);
             return out("");
         }
         None
@@ -102,6 +107,18 @@ async fn run_job(
     plan: Result<Plan, String>,
     timeout: Duration,
 ) -> (TaskState, Arc<Mutex<Node>>) {
+    let (state, node, _) = run_job_watching(node, plan, timeout, |_, _| {}).await;
+    (state, node)
+}
+
+/// Runs the task to its end; `watch` sees every state the task publishes (and may change the
+/// node meanwhile). Returns the outcome, the node and the states seen before the outcome.
+async fn run_job_watching(
+    node: Node,
+    plan: Result<Plan, String>,
+    timeout: Duration,
+    mut watch: impl FnMut(&TaskState, &mut Node),
+) -> (TaskState, Arc<Mutex<Node>>, Vec<TaskState>) {
     let fake = FakeRuntime::new();
     fake.add_image("node:test");
     fake.add_network(crate::docker::NetworkInfo {
@@ -125,19 +142,25 @@ async fn run_job(
     let tasks = TaskRegistry::new(tx);
     let machine = ObjectRef::new("m1").within("default");
     tasks.start(&machine, "u", TaskKind::Bootstrap, "", |p| run(job, p));
+    let mut seen: Vec<TaskState> = Vec::new();
     let state = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             rx.recv().await.unwrap();
-            if let Some(state) = tasks.state(&machine, "u", TaskKind::Bootstrap)
-                && !matches!(state, TaskState::Running(_))
-            {
+            let Some(state) = tasks.state(&machine, "u", TaskKind::Bootstrap) else {
+                continue;
+            };
+            watch(&state, &mut node.lock().unwrap());
+            if !matches!(state, TaskState::Running(_) | TaskState::Overdue(_)) {
                 return state;
+            }
+            if seen.last() != Some(&state) {
+                seen.push(state);
             }
         }
     })
     .await
     .unwrap();
-    (state, node)
+    (state, node, seen)
 }
 
 const FIVE_MINUTES: Duration = Duration::from_secs(300);
@@ -231,22 +254,111 @@ async fn missing_bootstrap_data_launches_nothing_and_can_be_retried() {
     assert_eq!(node.lock().unwrap().launches, 0);
 }
 
-#[tokio::test]
-async fn a_bootstrap_over_its_timeout_is_stopped_and_final() {
-    let node = Node {
+fn still_running_after_a_minute() -> Node {
+    Node {
         launched: true,
         statuses: vec![status("running", 2, "")],
         tail: "waiting for the kubelet\n".into(),
         ..Default::default()
-    };
-    let (state, node) = run_job(node, Ok(plan()), Duration::from_secs(60)).await;
+    }
+}
+
+const ONE_MINUTE: Duration = Duration::from_secs(60);
+
+/// Follows a bootstrap still running a minute after its start (the runner started 100 s ago on
+/// the node's clock) with a timeout of one minute, and applies `then` to the node once the task
+/// reports itself overdue. Returns the outcome, the overdue messages and what was killed.
+async fn past_the_timeout(then: impl Fn(&mut Node)) -> (TaskState, Vec<String>, Vec<String>) {
+    let mut applied = false;
+    let (state, node, seen) = run_job_watching(
+        still_running_after_a_minute(),
+        Ok(plan()),
+        ONE_MINUTE,
+        |state, node| {
+            if matches!(state, TaskState::Overdue(_)) && !applied {
+                applied = true;
+                then(node);
+            }
+        },
+    )
+    .await;
+    let overdue = seen
+        .into_iter()
+        .filter_map(|s| match s {
+            TaskState::Overdue(message) => Some(message),
+            _ => None,
+        })
+        .collect();
+    let kills = node.lock().unwrap().kills.clone();
+    (state, overdue, kills)
+}
+
+#[tokio::test]
+async fn a_bootstrap_past_its_timeout_is_reported_not_stopped_and_accepted_when_it_completes() {
+    // The slow node finishes after the timeout.
+    let (state, overdue, kills) =
+        past_the_timeout(|node| node.statuses.push(status("succeeded", 3, "0"))).await;
+    assert_eq!(overdue.len(), 1, "{overdue:?}");
+    assert!(
+        overdue[0].starts_with(
+            "Bootstrap did not complete within 60s (spec.bootstrapTimeout) and is still running command [run kubeadm join] (2 of 3)"
+        ),
+        "{}",
+        overdue[0]
+    );
+    assert_eq!(
+        state,
+        TaskState::Succeeded("ran 3 bootstrap commands".into())
+    );
+    assert!(kills.is_empty(), "nothing is killed: {kills:?}");
+}
+
+#[tokio::test]
+async fn cabpk_success_file_completes_a_bootstrap_past_its_timeout() {
+    // kubeadm succeeded; the runner is still busy with a later command.
+    let (state, overdue, kills) = past_the_timeout(|node| node.success_file = true).await;
+    assert_eq!(overdue.len(), 1, "{overdue:?}");
+    assert_eq!(
+        state,
+        TaskState::Succeeded(
+            "bootstrap completed (/run/cluster-api/bootstrap-success.complete found)".into()
+        )
+    );
+    assert!(kills.is_empty(), "{kills:?}");
+}
+
+#[tokio::test]
+async fn a_command_failing_after_the_timeout_is_still_final() {
+    let (state, overdue, kills) =
+        past_the_timeout(|node| node.statuses.push(status("failed", 2, "1"))).await;
+    assert_eq!(overdue.len(), 1, "{overdue:?}");
     let TaskState::Failed { message, terminal } = state else {
         panic!("expected a failure, got {state:?}");
     };
     assert!(terminal);
     assert!(
-        message.starts_with("Bootstrap did not finish within 60s"),
+        message
+            .starts_with("Bootstrap command [run kubeadm join] (2 of 3) failed with exit code 1"),
         "{message}"
     );
-    assert_eq!(node.lock().unwrap().stopped, vec!["77".to_string()]);
+    assert!(kills.is_empty(), "{kills:?}");
+}
+
+#[tokio::test]
+async fn a_node_with_cabpk_success_file_is_never_bootstrapped_again() {
+    let node = Node {
+        success_file: true,
+        ..Default::default()
+    };
+    let (state, node) = run_job(node, Ok(plan()), FIVE_MINUTES).await;
+    assert_eq!(
+        state,
+        TaskState::Succeeded(
+            "bootstrap completed before (/run/cluster-api/bootstrap-success.complete found); not starting it again"
+                .into()
+        )
+    );
+    let node = node.lock().unwrap();
+    assert_eq!(node.launches, 0, "kubeadm is not run again");
+    assert!(node.stages.is_empty(), "no script is even staged");
 }

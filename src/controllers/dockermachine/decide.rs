@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use crate::api::capi::{Cluster, Machine, is_paused};
 use crate::api::conditions::{
-    BOOTSTRAP_COMPLETED_CONDITION, CGROUPS_READY_CONDITION, COMPLETED_REASON,
-    CONTAINER_PROVISIONED_CONDITION, Condition, ConditionStatus, DELETING_REASON, FAILED_REASON,
-    NOT_COMPLETED_REASON, NOT_PROVISIONED_REASON, NOT_READY_REASON,
+    BOOTSTRAP_COMPLETED_CONDITION, BOOTSTRAP_TIMED_OUT_REASON, CGROUPS_READY_CONDITION,
+    COMPLETED_REASON, CONTAINER_PROVISIONED_CONDITION, Condition, ConditionStatus, DELETING_REASON,
+    FAILED_REASON, NOT_COMPLETED_REASON, NOT_PROVISIONED_REASON, NOT_READY_REASON,
     PRELOADED_IMAGES_READY_CONDITION, PROVISIONED_REASON, READY_REASON,
     WAITING_FOR_BOOTSTRAP_DATA_REASON, WAITING_FOR_CGROUPS_REASON,
     WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON, WAITING_FOR_CONTAINER_REASON,
@@ -380,7 +380,7 @@ fn task_step(
             ),
             TaskAction::Start,
         ),
-        Some(TaskState::Running(progress)) => step(
+        Some(TaskState::Running(progress) | TaskState::Overdue(progress)) => step(
             condition(
                 type_,
                 ConditionStatus::False,
@@ -419,7 +419,9 @@ pub fn infrastructure_ready(
 
 /// `BootstrapCompleted`. Bootstrap is never started twice: a `True` or `Failed` condition is
 /// final, a Machine that has a Node is complete, and the task itself refuses to launch when the
-/// node shows any trace of an earlier run.
+/// node shows any trace of an earlier run. Past `spec.bootstrapTimeout` a bootstrap still running
+/// is reported (`False/BootstrapTimedOut`), not stopped: it is still followed and accepted when
+/// it completes.
 pub fn bootstrap_step(
     docker_machine: &DockerMachine,
     machine: &Machine,
@@ -483,15 +485,31 @@ pub fn bootstrap_step(
             generation,
         )
     };
+    let timed_out = |message: String| {
+        condition(
+            BOOTSTRAP_COMPLETED_CONDITION,
+            ConditionStatus::False,
+            BOOTSTRAP_TIMED_OUT_REASON,
+            message,
+            generation,
+        )
+    };
     match task {
         None => {
-            // After a manager restart the condition still says what the runner was doing.
-            let message = current
-                .filter(|c| c.reason == NOT_READY_REASON && !c.message.is_empty())
-                .map_or_else(|| "Starting bootstrap".to_string(), |c| c.message.clone());
-            step(not_ready(message), TaskAction::Start)
+            // After a manager restart the condition still says what the runner was doing (and
+            // a timeout already reported stays reported, without a second Event).
+            let resumed = current
+                .filter(|c| !c.message.is_empty())
+                .and_then(|c| match c.reason.as_str() {
+                    NOT_READY_REASON => Some(not_ready(c.message.clone())),
+                    BOOTSTRAP_TIMED_OUT_REASON => Some(timed_out(c.message.clone())),
+                    _ => None,
+                })
+                .unwrap_or_else(|| not_ready("Starting bootstrap".to_string()));
+            step(resumed, TaskAction::Start)
         }
         Some(TaskState::Running(progress)) => step(not_ready(progress.clone()), TaskAction::None),
+        Some(TaskState::Overdue(progress)) => step(timed_out(progress.clone()), TaskAction::None),
         Some(TaskState::Succeeded(_)) => step(completed(), TaskAction::None),
         Some(TaskState::Failed {
             message,

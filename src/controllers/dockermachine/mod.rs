@@ -14,6 +14,8 @@ pub mod steps;
 #[cfg(test)]
 mod bootstrap_tests;
 #[cfg(test)]
+mod status_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
@@ -31,8 +33,8 @@ use super::error::{Error, Result, finalizer_gone, is_not_found};
 use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, key, owner_machine, refers_to};
 use crate::api::conditions::{
-    BOOTSTRAP_COMPLETED_CONDITION, CONTAINER_PROVISIONED_CONDITION, Condition, ConditionStatus,
-    FAILED_REASON, find_condition,
+    BOOTSTRAP_COMPLETED_CONDITION, BOOTSTRAP_TIMED_OUT_REASON, CONTAINER_PROVISIONED_CONDITION,
+    Condition, ConditionStatus, FAILED_REASON, find_condition,
 };
 use crate::api::v1beta2::{DockerMachine, DockerMachineStatus};
 use crate::api::{DOCKER_MACHINE_FINALIZER, WEIGHT_ANNOTATION};
@@ -189,8 +191,8 @@ pub(crate) async fn write_status(
     Ok(())
 }
 
-/// Events for condition changes: the container provisioned or lost, bootstrap completed or
-/// failed.
+/// Events for condition changes: the container provisioned or lost, bootstrap completed,
+/// failed or past its timeout.
 pub fn transition_events(
     before: &[Condition],
     after: &[Condition],
@@ -221,6 +223,8 @@ pub fn transition_events(
             ));
         } else if c.reason == FAILED_REASON {
             events.push((EventKind::Warning, "BootstrapFailed", c.message.clone()));
+        } else if c.reason == BOOTSTRAP_TIMED_OUT_REASON {
+            events.push((EventKind::Warning, "BootstrapTimedOut", c.message.clone()));
         } else if c.status == ConditionStatus::False
             && c.reason == crate::api::conditions::NOT_COMPLETED_REASON
         {

@@ -2,10 +2,11 @@
 //! and the legacy (v1beta1) conditions derived from the v1beta2 ones.
 
 use crate::api::conditions::{
-    BOOTSTRAP_COMPLETED_CONDITION, CGROUPS_READY_CONDITION, CONTAINER_PROVISIONED_CONDITION,
-    Condition, DELETING_REASON, FAILED_REASON, PRELOADED_IMAGES_READY_CONDITION,
-    WAITING_FOR_BOOTSTRAP_DATA_REASON, WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON,
-    WAITING_FOR_CONTROL_PLANE_INITIALIZED_REASON, find_condition, legacy, set_condition,
+    BOOTSTRAP_COMPLETED_CONDITION, BOOTSTRAP_TIMED_OUT_REASON, CGROUPS_READY_CONDITION,
+    CONTAINER_PROVISIONED_CONDITION, Condition, DELETING_REASON, FAILED_REASON,
+    PRELOADED_IMAGES_READY_CONDITION, WAITING_FOR_BOOTSTRAP_DATA_REASON,
+    WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON, WAITING_FOR_CONTROL_PLANE_INITIALIZED_REASON,
+    find_condition, legacy, set_condition,
 };
 use crate::api::v1beta2::{DockerMachine, DockerMachineStatus};
 use crate::controllers::conditions::{
@@ -85,10 +86,16 @@ fn legacy_bootstrap(current: &Condition) -> Legacy {
             current.message.clone(),
         );
     }
+    // Past its timeout, bootstrap is still running: still `Bootstrapping`, now a warning.
+    let severity = if current.reason == BOOTSTRAP_TIMED_OUT_REASON {
+        legacy::SEVERITY_WARNING
+    } else {
+        legacy::SEVERITY_INFO
+    };
     Legacy::not_ok(
         type_,
         legacy::BOOTSTRAPPING_REASON,
-        legacy::SEVERITY_INFO,
+        severity,
         current.message.clone(),
     )
 }

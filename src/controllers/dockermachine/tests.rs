@@ -1,16 +1,11 @@
 //! Unit tests of the DockerMachine decisions.
 
 use super::decide::*;
-use super::status::summarize;
-use super::transition_events;
 use crate::api::capi::{Cluster, Machine};
 use crate::api::conditions::{
-    BOOTSTRAP_COMPLETED_CONDITION, CGROUPS_READY_CONDITION, CONTAINER_PROVISIONED_CONDITION,
-    Condition, ConditionStatus, PAUSED_CONDITION, PRELOADED_IMAGES_READY_CONDITION,
-    READY_CONDITION, find_condition,
+    BOOTSTRAP_COMPLETED_CONDITION, CGROUPS_READY_CONDITION, Condition, ConditionStatus,
 };
 use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachineStatus};
-use crate::controllers::context::EventKind;
 use crate::controllers::fixtures::*;
 use crate::controllers::tasks::TaskState;
 
@@ -385,130 +380,51 @@ fn a_failed_command_is_terminal_and_other_failures_retry_with_backoff() {
     assert_eq!(missing_secret.task, TaskAction::RetryWithBackoff);
 }
 
-// ---- status -------------------------------------------------------------------------------
+/// The message of a bootstrap still running past its timeout.
+pub(super) const OVERDUE: &str = "Bootstrap did not complete within 300s (spec.bootstrapTimeout) and is still running command [run kubeadm join] (9 of 12)";
 
-fn full_status(conditions: &[(&str, ConditionStatus, &str)]) -> DockerMachineStatus {
-    let mut status = DockerMachineStatus::default();
-    for (type_, s, reason) in conditions {
-        status
-            .conditions
-            .push(Condition::new(*type_, *s, *reason, ""));
-    }
-    summarize(&mut status, Some(3));
-    status
+#[test]
+fn a_bootstrap_past_its_timeout_is_reported_and_still_followed_until_it_completes() {
+    let machine = Machine::test("m1");
+    let overdue = bootstrap_step(
+        &DockerMachine::test("m1"),
+        &machine,
+        [true, true, true],
+        Some(&TaskState::Overdue(OVERDUE.into())),
+    );
+    assert_eq!(overdue.condition.status, ConditionStatus::False);
+    assert_eq!(overdue.condition.reason, "BootstrapTimedOut");
+    assert_eq!(overdue.condition.message, OVERDUE);
+    assert_eq!(overdue.task, TaskAction::None, "the task is left running");
+
+    let timed_out = DockerMachine::test("m1").with_condition(
+        BOOTSTRAP_COMPLETED_CONDITION,
+        ConditionStatus::False,
+        "BootstrapTimedOut",
+    );
+    let completed = bootstrap_step(
+        &timed_out,
+        &machine,
+        [true, true, true],
+        Some(&TaskState::Succeeded("ran 12 bootstrap commands".into())),
+    );
+    assert!(completed.condition.is_true(), "a timeout is not final");
 }
 
 #[test]
-fn ready_summarizes_every_step_and_legacy_conditions_follow() {
-    let done = full_status(&[
-        (
-            CONTAINER_PROVISIONED_CONDITION,
-            ConditionStatus::True,
-            "Provisioned",
-        ),
-        (CGROUPS_READY_CONDITION, ConditionStatus::True, "Ready"),
-        (
-            PRELOADED_IMAGES_READY_CONDITION,
-            ConditionStatus::True,
-            "Ready",
-        ),
-        (
-            BOOTSTRAP_COMPLETED_CONDITION,
-            ConditionStatus::True,
-            "Completed",
-        ),
-    ]);
-    let ready = find_condition(&done.conditions, READY_CONDITION).unwrap();
-    assert!(ready.is_true());
-    assert_eq!(ready.observed_generation, Some(3));
-    assert!(
-        !find_condition(&done.conditions, PAUSED_CONDITION)
-            .unwrap()
-            .is_true()
-    );
-    let legacy: Vec<(&str, &str)> = done
-        .deprecated
-        .v1beta1
-        .conditions
-        .iter()
-        .map(|c| (c.type_.as_str(), c.status.as_str()))
-        .collect();
-    assert!(legacy.contains(&("Ready", "True")));
-    assert!(legacy.contains(&("BootstrapExecSucceeded", "True")));
-
-    let failed = full_status(&[
-        (
-            CONTAINER_PROVISIONED_CONDITION,
-            ConditionStatus::True,
-            "Provisioned",
-        ),
-        (
+fn a_restarted_manager_keeps_a_reported_timeout_and_follows_bootstrap_again() {
+    let mut dm = DockerMachine::test("m1");
+    dm.status = Some(DockerMachineStatus {
+        conditions: vec![Condition::new(
             BOOTSTRAP_COMPLETED_CONDITION,
             ConditionStatus::False,
-            "Failed",
-        ),
-    ]);
-    let legacy_bootstrap = failed
-        .deprecated
-        .v1beta1
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "BootstrapExecSucceeded")
-        .unwrap();
-    assert_eq!(legacy_bootstrap.reason, "BootstrapFailed");
-}
-
-#[test]
-fn a_waiting_machine_has_a_legacy_waiting_reason() {
-    let waiting = full_status(&[(
-        CONTAINER_PROVISIONED_CONDITION,
-        ConditionStatus::False,
-        "WaitingForClusterInfrastructureReady",
-    )]);
-    let legacy = &waiting.deprecated.v1beta1.conditions;
-    let container = legacy
-        .iter()
-        .find(|c| c.type_ == "ContainerProvisioned")
-        .unwrap();
-    assert_eq!(container.reason, "WaitingForClusterInfrastructure");
-    assert!(
-        !legacy.iter().any(|c| c.type_ == "BootstrapExecSucceeded"),
-        "no bootstrap condition before the container exists"
-    );
-}
-
-#[test]
-fn summarizing_twice_changes_nothing() {
-    let once = full_status(&[(
-        CONTAINER_PROVISIONED_CONDITION,
-        ConditionStatus::True,
-        "Provisioned",
-    )]);
-    let mut twice = once.clone();
-    summarize(&mut twice, Some(3));
-    assert_eq!(once, twice);
-}
-
-#[test]
-fn events_are_published_for_the_changes_users_care_about() {
-    let before = vec![Condition::new(
-        BOOTSTRAP_COMPLETED_CONDITION,
-        ConditionStatus::False,
-        "NotReady",
-        "",
-    )];
-    let after = vec![Condition::new(
-        BOOTSTRAP_COMPLETED_CONDITION,
-        ConditionStatus::False,
-        "Failed",
-        "Bootstrap command [run kubeadm init] (7 of 9) failed with exit code 1",
-    )];
-    let events = transition_events(&before, &after);
-    assert_eq!(events.len(), 1);
-    assert_eq!(events[0].0, EventKind::Warning);
-    assert_eq!(events[0].1, "BootstrapFailed");
-    assert!(
-        transition_events(&after, &after).is_empty(),
-        "no event without a change"
-    );
+            "BootstrapTimedOut",
+            OVERDUE,
+        )],
+        ..Default::default()
+    });
+    let step = bootstrap_step(&dm, &Machine::test("m1"), [true, true, true], None);
+    assert_eq!(step.task, TaskAction::Start);
+    assert_eq!(step.condition.reason, "BootstrapTimedOut");
+    assert_eq!(step.condition.message, OVERDUE);
 }
