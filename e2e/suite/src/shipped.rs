@@ -7,6 +7,7 @@
 //! `tests/components.rs` compares [`ShippedRun::docker_run_args`] with the rendered Deployment, so
 //! the two cannot drift apart unnoticed.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The manager image the as-shipped lane runs, e.g. `capd-rs-manager:e2e` (`hack/test.sh` builds
@@ -118,9 +119,11 @@ pub fn image_from_environment() -> Option<String> {
             "CI=true but {MANAGER_IMAGE_ENV} is not set: the as-shipped lane must run in CI \
              (hack/test.sh builds the image with hack/image-build.sh and exports it)"
         );
-        println!(
-            "SKIPPED: {MANAGER_IMAGE_ENV} is not set, so the manager is not run from its image; \
-             build it with `bash hack/image-build.sh capd-rs-manager:e2e` and set \
+        // Straight to stderr, past the test harness' capture, so that the skip shows.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED as-shipped lane: {MANAGER_IMAGE_ENV} is not set, so the manager is not run \
+             from its image; build it with `bash hack/image-build.sh capd-rs-manager:e2e` and set \
              {MANAGER_IMAGE_ENV}=capd-rs-manager:e2e (hack/test.sh does both)"
         );
         return None;
