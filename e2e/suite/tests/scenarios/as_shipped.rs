@@ -30,6 +30,12 @@ async fn the_shipped_image_runs_quick_start_with_preloaded_images_pause_and_dele
     assert_eq!(inspect("{{.HostConfig.ReadonlyRootfs}}"), "true");
     assert_eq!(inspect("{{.HostConfig.CapDrop}}"), "[ALL]");
     assert_eq!(inspect("{{.Config.User}}"), "0:0");
+    // Webhooks start before readiness, from the certificate mounted where the pod has it.
+    assert!(
+        env.manager_log().contains(r#"Serving server="webhook""#),
+        "the webhook server serves the mounted certificate:\n{}",
+        env.manager_log()
+    );
 
     // Quick start: one control plane, one worker preloading a local image (the test haproxy).
     let name = env.cluster_name();
