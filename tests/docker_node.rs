@@ -169,6 +169,17 @@ async fn node_lifecycle_exec_addresses_and_delete() {
         images().haproxy,
         manifest.stdout_text()
     );
+    // An image the engine cannot export fails the exec, which still ends (its input is closed).
+    let err = engine
+        .exec(
+            &name,
+            &ExecRequest::new(["sh", "-c", "cat > /dev/null"])
+                .stdin_image("capd-test/absent:0")
+                .timeout(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "not_found", "{err}");
 
     delete_node(&engine, &name).await.unwrap();
     delete_node(&engine, &name).await.unwrap();
