@@ -7,6 +7,8 @@
 // Test helpers: a failed expectation anywhere in this test crate is a test failure with its message.
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)]
 
+#[path = "components/as_shipped.rs"]
+mod as_shipped;
 mod packaging;
 
 use std::collections::{BTreeMap, BTreeSet};

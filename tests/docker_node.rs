@@ -141,19 +141,45 @@ async fn node_lifecycle_exec_addresses_and_delete() {
         "addresses come from the given network only"
     );
 
-    // Image preload: the engine's image is streamed into the node's `ctr images import -`.
+    // Image preload: the engine's export of the image is streamed into the node's
+    // `ctr images import -`; the stand-in keeps the archive, whose manifest names the image.
     preload_image(&engine, &name, &images().haproxy)
         .await
         .unwrap();
+    let archive = "/var/lib/capd-standin/imported/0.tar";
     let out = engine
         .exec(
             &name,
-            &ExecRequest::new(["sh", "-c", "wc -c < /var/lib/capd-standin/imported/0.tar"]),
+            &ExecRequest::new(["sh", "-c", &format!("wc -c < {archive}")]),
         )
         .await
         .unwrap();
     let size: u64 = out.stdout_text().trim().parse().unwrap();
     assert!(size > 1_000_000, "imported archive is {size} bytes");
+    let manifest = engine
+        .exec(
+            &name,
+            &ExecRequest::new(["tar", "-xOf", archive, "manifest.json"]),
+        )
+        .await
+        .unwrap();
+    assert!(
+        manifest.stdout_text().contains(&images().haproxy),
+        "the archive is a `docker save` of {}: {}",
+        images().haproxy,
+        manifest.stdout_text()
+    );
+    // An image the engine cannot export fails the exec, which still ends (its input is closed).
+    let err = engine
+        .exec(
+            &name,
+            &ExecRequest::new(["sh", "-c", "cat > /dev/null"])
+                .stdin_image("capd-test/absent:0")
+                .timeout(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "not_found", "{err}");
 
     delete_node(&engine, &name).await.unwrap();
     delete_node(&engine, &name).await.unwrap();

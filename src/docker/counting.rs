@@ -101,11 +101,6 @@ impl ContainerRuntime for CountingRuntime {
         self.inner.pull_image(image).await
     }
 
-    async fn save_image(&self, image: &str, dest: &Path) -> Result<(), RuntimeError> {
-        self.count("save_image");
-        self.inner.save_image(image, dest).await
-    }
-
     async fn run_container(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
         self.count("run_container");
         self.inner.run_container(spec).await

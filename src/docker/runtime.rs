@@ -1,6 +1,5 @@
 //! The [`ContainerRuntime`] trait: the only door from the provider to a container engine.
 
-use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -39,9 +38,6 @@ pub trait ContainerRuntime: Send + Sync + std::fmt::Debug {
 
     /// Pulls an image from its registry, draining the progress stream.
     async fn pull_image(&self, image: &str) -> Result<(), RuntimeError>;
-
-    /// Writes an image as a tar archive (`docker save`) to `dest`.
-    async fn save_image(&self, image: &str, dest: &Path) -> Result<(), RuntimeError>;
 
     /// Creates and starts a container and returns its id. The image must be present.
     /// If the start fails the container is removed (with its anonymous volumes) before the error

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use ipnetwork::IpNetwork;
@@ -267,9 +266,10 @@ impl ExecRequest {
         self
     }
 
-    /// Feeds the content of a local file to standard input (for large data such as image tars).
-    pub fn stdin_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.stdin = Some(ExecStdin::File(path.into()));
+    /// Streams the engine's export of `image` (`docker save`, a tar archive) to standard input,
+    /// chunk by chunk: no local file, memory bounded by one chunk.
+    pub fn stdin_image(mut self, image: impl Into<String>) -> Self {
+        self.stdin = Some(ExecStdin::Image(image.into()));
         self
     }
 
@@ -291,8 +291,8 @@ impl ExecRequest {
 pub enum ExecStdin {
     /// Bytes held in memory.
     Bytes(Vec<u8>),
-    /// A local file streamed to the process.
-    File(PathBuf),
+    /// The engine's export of this image (`docker save`), streamed to the process as it is read.
+    Image(String),
 }
 
 /// What an exec produced once its process ended.

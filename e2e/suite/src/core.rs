@@ -87,6 +87,8 @@ pub struct MachineSpec {
     pub failure_domain: Option<String>,
     /// The DockerMachine's `customImage` (the test node image when unset).
     pub image: Option<String>,
+    /// The DockerMachine's `preLoadImages`.
+    pub preload_images: Vec<String>,
 }
 
 impl Env {
@@ -247,6 +249,10 @@ impl Env {
             .image
             .clone()
             .unwrap_or_else(|| self.images.node.clone());
+        let mut docker_machine_spec = json!({"customImage": image});
+        if !spec.preload_images.is_empty() {
+            docker_machine_spec["preLoadImages"] = json!(spec.preload_images);
+        }
         let docker_machine = self
             .create(
                 &infra("DockerMachine"),
@@ -258,7 +264,7 @@ impl Env {
                         "labels": labels,
                         "ownerReferences": [owner("Machine", &machine)]
                     },
-                    "spec": {"customImage": image}
+                    "spec": docker_machine_spec
                 }),
             )
             .await;

@@ -1,5 +1,6 @@
 //! One scenario's world: a management API (its own test API server, or an existing cluster), a
-//! workload API server, the CRDs, the real manager binary, and what to clean up in the engine.
+//! workload API server, the CRDs, the real manager (its binary, or its image as shipped), and what
+//! to clean up in the engine.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -92,6 +93,8 @@ pub struct Env {
     /// (against an existing cluster, so that parallel scenarios leave each other alone).
     pub watch_filter: Option<String>,
     pub(crate) manager: Option<Manager>,
+    /// The manager image, when the manager runs as shipped ([`crate::shipped`]).
+    pub(crate) shipped_image: Option<String>,
     pub(crate) extra_args: Vec<String>,
     pub(crate) log: PathBuf,
     pub(crate) clusters: Vec<String>,
@@ -114,13 +117,34 @@ impl Env {
     /// An e2e scenario's environment: the management API from [`Management::from_environment`],
     /// a namespace of its own, CRDs installed, the manager started and ready.
     pub async fn scenario(test: &str, extra_args: &[&str]) -> Env {
-        let env = Self::launch(Management::from_environment().await, test, extra_args).await;
+        let management = Management::from_environment().await;
+        let env = Self::launch_with(management, test, extra_args, None).await;
         env.wait_ready().await;
         env
     }
 
-    /// Sets up an environment on a management API and starts the manager.
+    /// As [`Env::scenario`], with the manager run from `image` as shipped: a container under the
+    /// Deployment's restrictions ([`crate::shipped`]).
+    pub async fn scenario_as_shipped(test: &str, image: &str) -> Env {
+        let management = Management::from_environment().await;
+        let env = Self::launch_with(management, test, &[], Some(image.to_string())).await;
+        env.wait_ready().await;
+        env
+    }
+
+    /// Sets up an environment on a management API and starts the manager binary.
     pub async fn launch(management: Management, test: &str, extra_args: &[&str]) -> Env {
+        Self::launch_with(management, test, extra_args, None).await
+    }
+
+    /// Sets up an environment on a management API and starts the manager: from `shipped_image`
+    /// as a container when given, else the binary.
+    pub async fn launch_with(
+        management: Management,
+        test: &str,
+        extra_args: &[&str],
+        shipped_image: Option<String>,
+    ) -> Env {
         let images = images();
         let workload = TestApiServer::start(Options {
             context_name: "workload".into(),
@@ -149,6 +173,7 @@ impl Env {
             images,
             watch_filter,
             manager: None,
+            shipped_image,
             extra_args,
             clusters: Vec::new(),
             namespaces: Vec::new(),

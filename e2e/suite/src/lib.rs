@@ -17,6 +17,7 @@ pub mod env;
 pub mod manager;
 pub mod observe;
 pub mod report;
+pub mod shipped;
 pub mod tls;
 
 use std::future::Future;

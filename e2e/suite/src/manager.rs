@@ -1,21 +1,30 @@
-//! The real manager binary, run as a process against the environment's management API.
+//! The real manager, run against the environment's management API: the binary as a process, or
+//! (the as-shipped lane, [`crate::shipped`]) its image as a container.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
 
-use crate::docker::{privileged_allowed, target_dir};
-use crate::{Env, eventually, workspace_root};
+use crate::docker::{docker, privileged_allowed, target_dir};
+use crate::shipped::{Ports, ShippedRun, write_serving_certificate};
+use crate::{Env, eventually, unique, workspace_root};
 
 /// Overrides where the manager binary is (default: `manager` next to the test executable's
 /// `deps` folder, which `cargo test --workspace` builds).
 pub const MANAGER_ENV: &str = "CAPD_E2E_MANAGER";
 
-/// A running manager process.
+/// A running manager.
 pub struct Manager {
-    child: Child,
+    run: Run,
     /// Where its `/healthz` and `/readyz` answer.
     pub health_port: u16,
+}
+
+enum Run {
+    /// The binary, as a child process.
+    Process(Child),
+    /// The image, as the container of this name.
+    Container(String),
 }
 
 /// The manager binary; panics with instructions when it is missing, warns when it may be older
@@ -84,16 +93,26 @@ fn clock_ticks() -> f64 {
 }
 
 impl Env {
-    /// Starts (or restarts) the manager binary.
+    /// Starts (or restarts) the manager: its image when the environment runs as shipped, else
+    /// the binary.
     pub fn start_manager(&mut self) {
         assert!(self.manager.is_none(), "the manager already runs");
         let health_port = free_port();
+        let unprivileged = !privileged_allowed(&self.images.node);
+        let run = match self.shipped_image.clone() {
+            Some(image) => Run::Container(self.start_container(image, health_port, unprivileged)),
+            None => Run::Process(self.start_process(health_port, unprivileged)),
+        };
+        self.manager = Some(Manager { run, health_port });
+    }
+
+    fn start_process(&self, health_port: u16, unprivileged: bool) -> Child {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new(manager_binary())
+        Command::new(manager_binary())
             .args([
                 &format!("--kubeconfig={}", self.kubeconfig_path().display()),
                 &format!("--health-addr=127.0.0.1:{health_port}"),
@@ -105,37 +124,92 @@ impl Env {
             .env("CAPD_DOCKER_NETWORK", &self.network)
             .env(
                 "CAPD_RS_UNPRIVILEGED_CONTAINERS",
-                if privileged_allowed(&self.images.node) {
-                    "false"
-                } else {
-                    "true"
-                },
+                if unprivileged { "true" } else { "false" },
             )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .unwrap();
-        self.manager = Some(Manager { child, health_port });
+            .unwrap()
     }
 
-    /// Stops the manager: SIGKILL when `crash`, else SIGTERM and a wait for its exit.
+    /// `docker run`s the manager image under the Deployment's restrictions; returns the name.
+    fn start_container(&self, image: String, health_port: u16, unprivileged: bool) -> String {
+        let cert_dir = self.log.with_file_name("serving-certs");
+        if !cert_dir.join("tls.crt").is_file() {
+            write_serving_certificate(&cert_dir);
+        }
+        let run = ShippedRun {
+            name: unique("capd-e2e-manager-"),
+            image,
+            kubeconfig: self.kubeconfig_path(),
+            cert_dir,
+            namespace: self.namespace.clone(),
+            network: self.network.clone(),
+            ports: Ports {
+                health: health_port,
+                webhook: free_port(),
+                diagnostics: free_port(),
+            },
+            unprivileged,
+            extra_args: self.extra_args.clone(),
+        };
+        let mut args = vec!["run".to_string()];
+        args.extend(run.docker_run_args());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, out) = docker(&args);
+        assert!(ok, "docker run of the manager image failed: {out}");
+        run.name
+    }
+
+    /// Stops the manager: SIGKILL when `crash`, else SIGTERM and a wait for its exit. A
+    /// container's log is kept in the environment's log file, and the container removed.
     pub fn stop_manager(&mut self, crash: bool) {
-        let Some(mut manager) = self.manager.take() else {
+        let Some(manager) = self.manager.take() else {
             return;
         };
-        if crash {
-            let _ = manager.child.kill();
-        } else {
-            let pid = manager.child.id().to_string();
-            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        match manager.run {
+            Run::Process(mut child) => {
+                if crash {
+                    let _ = child.kill();
+                } else {
+                    let pid = child.id().to_string();
+                    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+                }
+                let _ = child.wait();
+            }
+            Run::Container(name) => {
+                if crash {
+                    docker(&["kill", &name]);
+                } else {
+                    // The Deployment's terminationGracePeriodSeconds.
+                    docker(&["stop", "--time=10", &name]);
+                }
+                let mut log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                log.push_str(&container_log(&name));
+                let _ = std::fs::write(&self.log, log);
+                docker(&["rm", "--force", &name]);
+            }
         }
-        let _ = manager.child.wait();
     }
 
-    /// The manager's process id.
+    /// The manager's process id (on the host, also for a container).
     pub fn manager_pid(&self) -> u32 {
-        self.manager.as_ref().expect("the manager runs").child.id()
+        match &self.manager.as_ref().expect("the manager runs").run {
+            Run::Process(child) => child.id(),
+            Run::Container(name) => docker(&["inspect", "--format", "{{.State.Pid}}", name])
+                .1
+                .parse()
+                .unwrap(),
+        }
+    }
+
+    /// The name of the manager's container, when it runs as shipped.
+    pub fn manager_container(&self) -> Option<String> {
+        match &self.manager.as_ref()?.run {
+            Run::Container(name) => Some(name.clone()),
+            Run::Process(_) => None,
+        }
     }
 
     /// CPU time (user + system) the manager process used so far.
@@ -172,8 +246,27 @@ impl Env {
         .await;
     }
 
-    /// The manager's log so far.
+    /// The manager's log so far (of every run).
     pub fn manager_log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        let mut log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        if let Some(Manager {
+            run: Run::Container(name),
+            ..
+        }) = &self.manager
+        {
+            log.push_str(&container_log(name));
+        }
+        log
     }
+}
+
+/// What a container wrote to stdout and stderr.
+fn container_log(name: &str) -> String {
+    let out = Command::new("docker")
+        .args(["logs", name])
+        .output()
+        .unwrap();
+    let mut log = String::from_utf8_lossy(&out.stdout).into_owned();
+    log.push_str(&String::from_utf8_lossy(&out.stderr));
+    log
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod scenarios {
+    pub mod as_shipped;
     pub mod at_rest;
     pub mod bad_input;
     pub mod pause;

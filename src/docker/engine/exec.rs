@@ -97,7 +97,13 @@ async fn run_inner(
         });
     };
 
-    let writer = write_stdin(input, request.stdin.as_ref(), action);
+    let writer = write_stdin(
+        docker,
+        client_timeout,
+        input,
+        request.stdin.as_ref(),
+        action,
+    );
     let reader = async {
         let mut out = ExecOutput::default();
         while let Some(chunk) = output.next().await {
@@ -127,23 +133,38 @@ async fn run_inner(
 
 /// Writes stdin (if any) and closes it, so the process sees end-of-file.
 /// A process that exits without reading all of its input is not an error: its exit code says.
+/// An image export that fails is: the input is closed all the same, so the process ends.
 async fn write_stdin(
+    docker: &Docker,
+    client_timeout: Duration,
     mut input: std::pin::Pin<Box<dyn AsyncWrite + Send>>,
     stdin: Option<&ExecStdin>,
     action: &str,
 ) -> Result<(), RuntimeError> {
+    let mut export_failed = None;
     let result = match stdin {
         None => return Ok(()),
         Some(ExecStdin::Bytes(data)) => input.write_all(data).await,
-        Some(ExecStdin::File(path)) => {
-            let mut file =
-                tokio::fs::File::open(path)
-                    .await
-                    .map_err(|source| RuntimeError::Io {
-                        action: format!("{action}: open stdin file {}", path.display()),
-                        source,
-                    })?;
-            tokio::io::copy(&mut file, &mut input).await.map(|_| ())
+        Some(ExecStdin::Image(image)) => {
+            // One chunk in memory at a time: the next is read once this one is written.
+            let mut export = docker.export_image(image);
+            let mut written = Ok(());
+            while let Some(chunk) = export.next().await {
+                match chunk {
+                    Ok(chunk) => {
+                        written = input.write_all(&chunk).await;
+                        if written.is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let export_action = format!("{action}: export image {image}");
+                        export_failed = Some(map_err(export_action, client_timeout, e));
+                        break;
+                    }
+                }
+            }
+            written
         }
     };
     if let Err(e) = result {
@@ -152,5 +173,5 @@ async fn write_stdin(
     if let Err(e) = input.shutdown().await {
         tracing::debug!(action, error = %e, "Closing exec input failed");
     }
-    Ok(())
+    export_failed.map_or(Ok(()), Err)
 }

@@ -16,7 +16,6 @@ use bollard::query_parameters::{
     RemoveContainerOptionsBuilder,
 };
 use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
 
 use self::convert::map_err;
 use super::runtime::{ContainerRuntime, RuntimeError};
@@ -319,22 +318,6 @@ impl ContainerRuntime for DockerEngine {
                 return Err(RuntimeError::from_status(action, 500, message));
             }
         }
-        Ok(())
-    }
-
-    async fn save_image(&self, image: &str, dest: &Path) -> Result<(), RuntimeError> {
-        let action = format!("save image {image} to {}", dest.display());
-        let io_err = |source| RuntimeError::Io {
-            action: action.clone(),
-            source,
-        };
-        let mut file = tokio::fs::File::create(dest).await.map_err(io_err)?;
-        let mut stream = self.docker.export_image(image);
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(self.err(action.clone()))?;
-            file.write_all(&chunk).await.map_err(io_err)?;
-        }
-        file.flush().await.map_err(io_err)?;
         Ok(())
     }
 

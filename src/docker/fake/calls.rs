@@ -1,7 +1,5 @@
 //! What a [`FakeRuntime`](super::FakeRuntime) records, and the operations failures can be injected into.
 
-use std::path::PathBuf;
-
 use crate::docker::types::{ContainerSpec, ExecRequest, Labels, NetworkSpec};
 
 /// One call made on a [`FakeRuntime`], with its arguments.
@@ -21,8 +19,6 @@ pub enum Call {
     ImageExists(String),
     /// [`ContainerRuntime::pull_image`].
     PullImage(String),
-    /// [`ContainerRuntime::save_image`].
-    SaveImage(String, PathBuf),
     /// [`ContainerRuntime::run_container`].
     RunContainer(Box<ContainerSpec>),
     /// [`ContainerRuntime::inspect_container`].
@@ -56,8 +52,6 @@ pub enum Op {
     ImageExists,
     /// `pull_image`.
     PullImage,
-    /// `save_image`.
-    SaveImage,
     /// `run_container`.
     RunContainer,
     /// `inspect_container`.

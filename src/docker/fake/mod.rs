@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
@@ -238,14 +237,12 @@ fn output(exit_code: i64, stdout: &[u8], stderr: &str) -> ExecOutput {
     }
 }
 
-fn stdin_bytes(stdin: Option<&ExecStdin>) -> Result<Vec<u8>, RuntimeError> {
+/// What the process reads on stdin; an image export reads as `fake image archive of <image>`.
+fn stdin_bytes(stdin: Option<&ExecStdin>) -> Vec<u8> {
     match stdin {
-        None => Ok(Vec::new()),
-        Some(ExecStdin::Bytes(b)) => Ok(b.clone()),
-        Some(ExecStdin::File(path)) => std::fs::read(path).map_err(|source| RuntimeError::Io {
-            action: format!("read exec stdin from {}", path.display()),
-            source,
-        }),
+        None => Vec::new(),
+        Some(ExecStdin::Bytes(b)) => b.clone(),
+        Some(ExecStdin::Image(image)) => format!("fake image archive of {image}").into_bytes(),
     }
 }
 
@@ -259,7 +256,7 @@ fn builtin_exec(
     let key = |path: &str| (container.to_string(), path.to_string());
     Ok(match argv.as_slice() {
         ["cp", "/dev/stdin", path] => {
-            let data = stdin_bytes(request.stdin.as_ref())?;
+            let data = stdin_bytes(request.stdin.as_ref());
             state.files.insert(key(path), data);
             output(0, b"", "")
         }
@@ -398,21 +395,6 @@ impl ContainerRuntime for FakeRuntime {
         }
     }
 
-    async fn save_image(&self, image: &str, dest: &Path) -> Result<(), RuntimeError> {
-        let call = Call::SaveImage(image.to_string(), dest.to_path_buf());
-        let state = self.enter(Op::SaveImage, call)?;
-        let action = format!("save image {image}");
-        if !state.images.contains(image) {
-            return Err(RuntimeError::from_status(
-                action,
-                404,
-                format!("reference does not exist: {image}"),
-            ));
-        }
-        let content = format!("fake image archive of {image}");
-        std::fs::write(dest, content).map_err(|source| RuntimeError::Io { action, source })
-    }
-
     async fn run_container(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
         let mut state = self.enter(Op::RunContainer, Call::RunContainer(Box::new(spec.clone())))?;
         let action = format!("create container {}", spec.name);
@@ -526,6 +508,13 @@ impl ContainerRuntime for FakeRuntime {
                 return Err(RuntimeError::from_status(action, 409, message));
             }
             Some(_) => {}
+        }
+        // The engine fails the exec when the image to stream in cannot be exported.
+        if let Some(ExecStdin::Image(image)) = &request.stdin
+            && !state.images.contains(image)
+        {
+            let message = format!("reference does not exist: {image}");
+            return Err(RuntimeError::from_status(action, 404, message));
         }
         if let Some(out) = state
             .exec_handlers

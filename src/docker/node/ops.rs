@@ -113,15 +113,6 @@ pub enum NodeError {
         /// The limit.
         timeout: Duration,
     },
-    /// A local temporary file could not be made.
-    #[error("create a temporary file to preload image {image}")]
-    TempFile {
-        /// Image reference.
-        image: String,
-        /// Underlying error.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 impl NodeError {
@@ -137,7 +128,6 @@ impl NodeError {
             Self::Exec { .. } => "exec",
             Self::CommandFailed { .. } => "command_failed",
             Self::WaitTimeout { .. } => "wait_timeout",
-            Self::TempFile { .. } => "temp_file",
         }
     }
 }
@@ -329,11 +319,12 @@ pub async fn wait_for_multi_user(
     .await
 }
 
-/// Loads an image of the engine into the node's containerd (`k8s.io` namespace): the image is
-/// saved to a temporary tar file, then streamed to `ctr --namespace=k8s.io images import -`.
+/// Loads an image of the engine into the node's containerd (`k8s.io` namespace): the engine's
+/// export of the image (`docker save`) is streamed straight into `ctr --namespace=k8s.io images
+/// import -`, with no local file (the manager's image has no writable disk) and one chunk in memory.
 ///
 /// # Errors
-/// [`NodeError`] when the image is unavailable, cannot be saved, or the import fails.
+/// [`NodeError`] when the image is unavailable, cannot be exported, or the import fails.
 pub async fn preload_image(
     runtime: &dyn ContainerRuntime,
     container: &str,
@@ -344,20 +335,8 @@ pub async fn preload_image(
         source,
     };
     ensure_image(runtime, image).await.map_err(image_err)?;
-    let file = tempfile::Builder::new()
-        .prefix("capd-preload-")
-        .suffix(".tar")
-        .tempfile()
-        .map_err(|source| NodeError::TempFile {
-            image: image.to_string(),
-            source,
-        })?;
-    runtime
-        .save_image(image, file.path())
-        .await
-        .map_err(image_err)?;
     let request = ExecRequest::new(["ctr", "--namespace=k8s.io", "images", "import", "-"])
-        .stdin_file(file.path())
+        .stdin_image(image)
         .timeout(PRELOAD_TIMEOUT);
     exec_checked(
         runtime,

@@ -387,35 +387,36 @@ async fn waits_for_the_multi_user_target() {
 }
 
 #[tokio::test]
-async fn preload_streams_the_saved_image_into_ctr() {
+async fn preload_streams_the_image_export_into_ctr_without_a_file() {
     let fake = fake_with_network().await;
     fake.add_image("kindest/node:v1.31.0")
         .add_image("busybox:1");
     create_node(&fake, &cp_spec()).await.unwrap();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    fake.on_exec(move |_, r| {
-        if r.argv[0] != "ctr" {
-            return None;
-        }
-        if let Some(crate::docker::types::ExecStdin::File(path)) = &r.stdin {
-            seen2
-                .lock()
-                .unwrap()
-                .push(std::fs::read_to_string(path).unwrap());
-        }
-        Some(ExecOutput::default())
-    });
     preload_image(&fake, "c1-cp-abc", "busybox:1")
         .await
         .unwrap();
-    assert_eq!(
-        *seen.lock().unwrap(),
-        vec!["fake image archive of busybox:1".to_string()]
-    );
     let execs = fake.execs("c1-cp-abc");
     assert_eq!(
         execs[0].argv,
         vec!["ctr", "--namespace=k8s.io", "images", "import", "-"]
     );
+    assert_eq!(
+        execs[0].stdin,
+        Some(crate::docker::types::ExecStdin::Image(
+            "busybox:1".to_string()
+        )),
+        "the engine's export of the image is the import's stdin"
+    );
+}
+
+#[tokio::test]
+async fn preload_of_an_image_that_cannot_be_pulled_fails_before_any_import() {
+    let fake = fake_with_network().await;
+    fake.add_image("kindest/node:v1.31.0");
+    create_node(&fake, &cp_spec()).await.unwrap();
+    let err = preload_image(&fake, "c1-cp-abc", "absent:1")
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "image_unavailable");
+    assert!(fake.execs("c1-cp-abc").is_empty(), "nothing imported");
 }

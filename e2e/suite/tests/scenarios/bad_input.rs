@@ -61,6 +61,7 @@ async fn bad_input_is_reported_while_other_clusters_are_served_and_nothing_leaks
         bootstrap_secret: Some("noimage-bootstrap".into()),
         failure_domain: None,
         image: Some("capd-test/does-not-exist:0".into()),
+        ..MachineSpec::default()
     };
     env.create_machine_with(&bad, "noimage", &spec).await;
     env.create_secret(

@@ -36,13 +36,13 @@ async fn quick_start_then_deletion_leaves_nothing_behind() {
         control_plane: true,
         bootstrap_secret: Some("cp-bootstrap".into()),
         failure_domain: Some("fd-a".into()),
-        image: None,
+        ..MachineSpec::default()
     };
     let worker_spec = MachineSpec {
         control_plane: false,
         bootstrap_secret: Some("md-bootstrap".into()),
         failure_domain: Some("fd-b".into()),
-        image: None,
+        ..MachineSpec::default()
     };
     env.create_machine_with(&name, "cp", &control_plane).await;
     env.create_machine_with(&name, "md", &worker_spec).await;

@@ -50,7 +50,7 @@ async fn control_planes_and_workers_spread_over_failure_domains_and_scale_down()
             control_plane: true,
             bootstrap_secret: Some(format!("{machine}-bootstrap")),
             failure_domain: Some(fd.clone()),
-            image: None,
+            ..MachineSpec::default()
         };
         env.create_machine_with(&name, &machine, &spec).await;
         if i == 0 {
@@ -68,7 +68,7 @@ async fn control_planes_and_workers_spread_over_failure_domains_and_scale_down()
             control_plane: false,
             bootstrap_secret: Some(format!("{machine}-bootstrap")),
             failure_domain: Some(fd.clone()),
-            image: None,
+            ..MachineSpec::default()
         };
         env.create_machine_with(&name, &machine, &spec).await;
         placed.push((machine, fd));

@@ -1,0 +1,150 @@
+//! The manager as shipped: its image (`hack/image-build.sh`: one static binary on `scratch`) run
+//! with `docker run` under the restrictions of the Deployment in `config/` (read-only root file
+//! system, no capability, no privilege escalation, uid 0), with the mounts a pod has: the Docker
+//! socket, the webhook serving certificate, and (standing in for the service account) the
+//! management kubeconfig.
+//!
+//! `tests/components.rs` compares [`ShippedRun::docker_run_args`] with the rendered Deployment, so
+//! the two cannot drift apart unnoticed.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The manager image the as-shipped lane runs, e.g. `capd-rs-manager:e2e` (`hack/test.sh` builds
+/// and exports it).
+pub const MANAGER_IMAGE_ENV: &str = "CAPD_E2E_MANAGER_IMAGE";
+/// The Docker socket, mounted at the same path as the Deployment's hostPath volume.
+pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
+/// Where the Deployment mounts the webhook serving certificate (the `--webhook-cert-dir` default).
+pub const WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+/// Where the lane mounts the management kubeconfig (a pod uses its service account instead).
+pub const KUBECONFIG: &str = "/etc/capd-e2e/kubeconfig";
+
+/// The Deployment's `securityContext` as `docker run` options.
+pub const SECURITY_OPTIONS: [&str; 4] = [
+    "--read-only",
+    "--cap-drop=ALL",
+    "--security-opt=no-new-privileges",
+    "--user=0:0",
+];
+
+/// The Deployment's args as `clusterctl init` renders them with the default variables, but the
+/// diagnostics address, whose port the lane picks (the container shares the host's network).
+pub const DEPLOYMENT_ARGS: [&str; 3] = [
+    "--leader-elect",
+    "--insecure-diagnostics=false",
+    "--feature-gates=MachinePool=true,ClusterTopology=false",
+];
+
+/// Ports the manager listens on in the host's network (free ones, so lanes never collide).
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    /// `--health-addr` (the Deployment's default `:9440`).
+    pub health: u16,
+    /// `--webhook-port` (the Deployment's default 9443).
+    pub webhook: u16,
+    /// `--diagnostics-address` (the Deployment's `:8443`).
+    pub diagnostics: u16,
+}
+
+/// One `docker run` of the manager image.
+#[derive(Debug, Clone)]
+pub struct ShippedRun {
+    /// Container name; also `POD_NAME`, the leader election identity.
+    pub name: String,
+    /// The manager image.
+    pub image: String,
+    /// The management kubeconfig on the host.
+    pub kubeconfig: PathBuf,
+    /// The folder holding `tls.crt` and `tls.key` on the host.
+    pub cert_dir: PathBuf,
+    /// `POD_NAMESPACE`: where the leader election Lease lives.
+    pub namespace: String,
+    /// `CAPD_DOCKER_NETWORK`.
+    pub network: String,
+    /// Where it listens.
+    pub ports: Ports,
+    /// `CAPD_RS_UNPRIVILEGED_CONTAINERS`: this engine refuses privileged containers.
+    pub unprivileged: bool,
+    /// Further manager flags (e.g. `--watch-filter` against an existing cluster).
+    pub extra_args: Vec<String>,
+}
+
+impl ShippedRun {
+    /// The arguments of `docker run`: options, the image, then the manager's args.
+    pub fn docker_run_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--detach".to_string(),
+            format!("--name={}", self.name),
+            "--network=host".to_string(),
+        ];
+        args.extend(SECURITY_OPTIONS.iter().map(|o| o.to_string()));
+        args.extend([
+            format!("--volume={DOCKER_SOCKET}:{DOCKER_SOCKET}"),
+            format!("--volume={}:{WEBHOOK_CERT_DIR}:ro", self.cert_dir.display()),
+            format!("--volume={}:{KUBECONFIG}:ro", self.kubeconfig.display()),
+        ]);
+        let unprivileged = if self.unprivileged { "true" } else { "false" };
+        for (name, value) in [
+            ("POD_NAMESPACE", self.namespace.as_str()),
+            ("POD_NAME", self.name.as_str()),
+            ("DOCKER_HOST", ""),
+            ("CAPD_DOCKER_NETWORK", self.network.as_str()),
+            ("CAPD_RS_UNPRIVILEGED_CONTAINERS", unprivileged),
+        ] {
+            args.push(format!("--env={name}={value}"));
+        }
+        args.push(self.image.clone());
+        args.extend(DEPLOYMENT_ARGS.iter().map(|a| a.to_string()));
+        args.extend([
+            format!("--diagnostics-address=:{}", self.ports.diagnostics),
+            format!("--kubeconfig={KUBECONFIG}"),
+            format!("--health-addr=127.0.0.1:{}", self.ports.health),
+            format!("--webhook-port={}", self.ports.webhook),
+        ]);
+        args.extend(self.extra_args.iter().cloned());
+        args
+    }
+}
+
+/// The image of `CAPD_E2E_MANAGER_IMAGE`, or `None` (the lane is skipped, saying so) when it is
+/// not set outside CI. Panics when it is not set and `CI=true`, or when the image is missing.
+pub fn image_from_environment() -> Option<String> {
+    let image = std::env::var(MANAGER_IMAGE_ENV)
+        .ok()
+        .filter(|v| !v.is_empty());
+    let Some(image) = image else {
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true"),
+            "CI=true but {MANAGER_IMAGE_ENV} is not set: the as-shipped lane must run in CI \
+             (hack/test.sh builds the image with hack/image-build.sh and exports it)"
+        );
+        // Straight to stderr, past the test harness' capture, so that the skip shows.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED as-shipped lane: {MANAGER_IMAGE_ENV} is not set, so the manager is not run \
+             from its image; build it with `bash hack/image-build.sh capd-rs-manager:e2e` and set \
+             {MANAGER_IMAGE_ENV}=capd-rs-manager:e2e (hack/test.sh does both)"
+        );
+        return None;
+    };
+    assert!(
+        crate::docker::docker(&["image", "inspect", "--format", "{{.Id}}", &image]).0,
+        "{MANAGER_IMAGE_ENV}={image}, but the engine has no such image: run `bash hack/image-build.sh {image}`"
+    );
+    Some(image)
+}
+
+/// Writes a self-signed serving certificate into `dir` as `tls.crt` and `tls.key`, readable by a
+/// root without capabilities (which cannot bypass file permissions).
+pub fn write_serving_certificate(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let certs = testapiserver::tls::ServingCerts::generate(&[]).unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (file, pem) in [("tls.crt", &certs.cert_pem), ("tls.key", &certs.key_pem)] {
+        let path = dir.join(file);
+        std::fs::write(&path, pem).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+}

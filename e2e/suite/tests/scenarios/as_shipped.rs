@@ -1,0 +1,133 @@
+//! The manager as shipped (issue 18): its image (`hack/image-build.sh`) run as a container under
+//! the Deployment's restrictions (read-only root file system, no capability, no privilege
+//! escalation, uid 0, the socket, certificate and kubeconfig mounts). Quick start with
+//! `preLoadImages`, pause, then deletion. Set `CAPD_E2E_MANAGER_IMAGE` (hack/test.sh does); without
+//! it the scenario is skipped with a message, or fails when `CI=true`.
+
+use std::time::Duration;
+
+use capd_e2e::shipped::image_from_environment;
+use capd_e2e::*;
+use serde_json::json;
+
+use crate::PROVISION;
+
+/// Where the node image's `ctr` stand-in keeps the archives it imported.
+const IMPORTED: &str = "/var/lib/capd-standin/imported";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_image_runs_quick_start_with_preloaded_images_pause_and_deletion() {
+    let Some(image) = image_from_environment() else {
+        return;
+    };
+    let mut env = Env::scenario_as_shipped("shipped", &image).await;
+    let manager = env
+        .manager_container()
+        .expect("the manager runs as a container");
+    let inspect = |format: &str| docker(&["inspect", "--format", format, &manager]).1;
+    assert_eq!(inspect("{{.Config.Image}}"), image);
+    assert_eq!(inspect("{{.State.Running}}"), "true");
+    assert_eq!(inspect("{{.HostConfig.ReadonlyRootfs}}"), "true");
+    assert_eq!(inspect("{{.HostConfig.CapDrop}}"), "[ALL]");
+    assert_eq!(inspect("{{.Config.User}}"), "0:0");
+    // Webhooks start before readiness, from the certificate mounted where the pod has it.
+    assert!(
+        env.manager_log().contains(r#"Serving server="webhook""#),
+        "the webhook server serves the mounted certificate:\n{}",
+        env.manager_log()
+    );
+
+    // Quick start: one control plane, one worker preloading a local image (the test haproxy).
+    let name = env.cluster_name();
+    let (cp, worker) = (format!("{name}-cp"), format!("{name}-md"));
+    let preload = format!(
+        "{}/haproxy:{}",
+        env.images.haproxy_repository, env.images.haproxy_tag
+    );
+    env.create_kubeconfig_secret(&name).await;
+    let dc = env.provisioned_cluster(&name, json!({})).await;
+    env.create_secret("cp-bootstrap", &cloud_config(0)).await;
+    env.create_secret("md-bootstrap", &cloud_config(0)).await;
+    let control_plane = MachineSpec {
+        control_plane: true,
+        bootstrap_secret: Some("cp-bootstrap".into()),
+        ..MachineSpec::default()
+    };
+    let worker_spec = MachineSpec {
+        bootstrap_secret: Some("md-bootstrap".into()),
+        preload_images: vec![preload.clone()],
+        ..MachineSpec::default()
+    };
+    env.create_machine_with(&name, "cp", &control_plane).await;
+    env.create_machine_with(&name, "md", &worker_spec).await;
+    env.wait_machine_provisioned("cp", PROVISION).await;
+    env.mark_control_plane_initialized(&name).await;
+    let md = env.wait_machine_provisioned("md", PROVISION).await;
+    assert_eq!(
+        condition_state(&md, "PreLoadedImagesReady").map(|c| c.0),
+        Some("True".into()),
+        "conditions: {}",
+        md.data["status"]["conditions"]
+    );
+    let lb = format!("{name}-lb");
+    assert_eq!(
+        dc.data["spec"]["controlPlaneEndpoint"]["host"],
+        json!(ip_on(&lb, &env.network))
+    );
+    assert_eq!(
+        cluster_containers(&name),
+        vec![cp.clone(), lb.clone(), worker.clone()]
+    );
+
+    // The image arrived in the worker's containerd: one archive, a `docker save` of it.
+    assert_eq!(docker_exec(&worker, &["ls", IMPORTED]), "0.tar");
+    let manifest = docker_exec(
+        &worker,
+        &["tar", "-xOf", &format!("{IMPORTED}/0.tar"), "manifest.json"],
+    );
+    assert!(manifest.contains(&preload), "manifest: {manifest}");
+    assert_eq!(
+        docker_exec(
+            &cp,
+            &["sh", "-c", &format!("ls {IMPORTED} 2>/dev/null || true")]
+        ),
+        "",
+        "nothing is preloaded where none was asked for"
+    );
+
+    // Pause: a new worker gets no container while the cluster is paused, then one once resumed.
+    env.merge_patch(&capi("Cluster"), &name, json!({"spec": {"paused": true}}))
+        .await;
+    eventually(Duration::from_secs(30), "the Paused condition", || async {
+        let dm = env.get(&infra("DockerMachine"), "cp").await?;
+        (condition_state(&dm, "Paused")?.0 == "True").then_some(())
+    })
+    .await;
+    env.create_secret("md2-bootstrap", &cloud_config(0)).await;
+    env.create_machine(&name, "md2", false, Some("md2-bootstrap"))
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        cluster_containers(&name),
+        vec![cp.clone(), lb.clone(), worker.clone()],
+        "no container while paused"
+    );
+    env.merge_patch(&capi("Cluster"), &name, json!({"spec": {"paused": false}}))
+        .await;
+    let md2 = env.wait_machine_provisioned("md2", PROVISION).await;
+    assert_eq!(condition_state(&md2, "Paused").unwrap().0, "False");
+
+    // Deletion as core does it leaves nothing behind.
+    env.delete_cluster_as_core(&name, Duration::from_secs(90))
+        .await;
+    assert_eq!(cluster_containers(&name), Vec::<String>::new());
+    assert!(
+        !network_exists(&env.network),
+        "the network the provider created is removed"
+    );
+    let log = env.manager_log();
+    assert!(
+        !log.contains("read-only file system") && !log.contains("Read-only file system"),
+        "the manager tried to write to its root file system:\n{log}"
+    );
+}
