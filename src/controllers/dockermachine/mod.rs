@@ -8,6 +8,7 @@ pub mod decide;
 mod delete;
 pub mod node;
 mod normal;
+pub mod restart;
 pub mod status;
 pub mod steps;
 

@@ -328,4 +328,13 @@ impl ContainerRuntime for DockerEngine {
         }
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
+
+    async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
+        // The engine answers 304 Not Modified for a running container, which bollard counts
+        // as success.
+        self.docker
+            .start_container(name, None)
+            .await
+            .map_err(self.err(format!("start container {name}")))
+    }
 }

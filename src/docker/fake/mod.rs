@@ -168,6 +168,15 @@ impl FakeRuntime {
         self
     }
 
+    /// Gives a container another IPv4 address on a network, as an engine may when a stopped
+    /// container starts again and its address was taken meanwhile.
+    pub fn set_ipv4(&self, container: &str, network: &str, address: Ipv4Addr) -> &Self {
+        if let Some(c) = self.lock().containers.get_mut(container) {
+            c.networks.entry(network.to_string()).or_default().ipv4 = Some(address);
+        }
+        self
+    }
+
     /// Adds a network as if someone else had created it (keyed by its id).
     pub fn add_network(&self, network: NetworkInfo) -> &Self {
         self.lock().networks.insert(network.id.clone(), network);
@@ -581,6 +590,21 @@ impl ContainerRuntime for FakeRuntime {
             ));
         }
         Ok(state.logs.get(name).cloned().unwrap_or_default())
+    }
+
+    async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
+        let mut state = self.enter(Op::StartContainer, Call::StartContainer(name.to_string()))?;
+        let Some(c) = state.containers.get_mut(name) else {
+            return Err(RuntimeError::from_status(
+                format!("start container {name}"),
+                404,
+                format!("No such container: {name}"),
+            ));
+        };
+        c.running = true;
+        c.status = "running".to_string();
+        c.exit_code = 0;
+        Ok(())
     }
 }
 
