@@ -15,6 +15,8 @@ pub mod steps;
 #[cfg(test)]
 mod bootstrap_tests;
 #[cfg(test)]
+mod restart_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
