@@ -153,7 +153,7 @@ fn a_recovered_load_balancer_says_so_until_the_next_change() {
     let recovered = normal_status(&dc, &LoadBalancerOutcome::Recovered(note.into()));
     let lb = find_condition(&recovered.conditions, LOAD_BALANCER_AVAILABLE_CONDITION).unwrap();
     assert_eq!(
-        (lb.status.clone(), lb.reason.as_str(), lb.message.as_str()),
+        (lb.status, lb.reason.as_str(), lb.message.as_str()),
         (ConditionStatus::True, "Available", note)
     );
     dc.status = Some(recovered);
