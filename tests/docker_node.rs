@@ -262,7 +262,12 @@ async fn a_stopped_node_starts_again_with_its_file_system_and_address() {
     );
     let read = ExecRequest::new(["cat", "/var/lib/kept"]);
     assert_eq!(
-        engine.exec(&name, &read).await.unwrap().stdout_text().trim(),
+        engine
+            .exec(&name, &read)
+            .await
+            .unwrap()
+            .stdout_text()
+            .trim(),
         "kept"
     );
 

@@ -262,6 +262,17 @@ mod scenarios {
             .unwrap()
     }
 
+    /// A DockerCluster whose load balancer was created and reported available.
+    async fn provisioned(ctx: &crate::controllers::context::Context) -> DockerCluster {
+        let mut dc = DockerCluster::test("c1").owned_by("c1");
+        infra::ensure(ctx, &dc, "c1", None).await.unwrap();
+        dc.status = Some(super::normal_status(
+            &dc,
+            &super::LoadBalancerOutcome::Available,
+        ));
+        dc
+    }
+
     fn haproxy_config(fake: &FakeRuntime) -> String {
         fake.file("c1-lb", "/usr/local/etc/haproxy/haproxy.cfg")
             .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -272,12 +283,8 @@ mod scenarios {
     async fn a_stopped_load_balancer_is_started_again_with_its_address_and_configuration() {
         let fake = fake();
         let ctx = test_context(fake.clone());
-        let mut dc = DockerCluster::test("c1").owned_by("c1");
-        let ip = infra::ensure(&ctx, &dc, "c1", None).await.unwrap().ip;
-        dc.status = Some(super::normal_status(
-            &dc,
-            &super::LoadBalancerOutcome::Available,
-        ));
+        let dc = provisioned(&ctx).await;
+        let ip = lb(&fake).networks["kind"].ipv4.unwrap().to_string();
         fake.set_file(
             "c1-lb",
             "/usr/local/etc/haproxy/haproxy.cfg",
@@ -316,12 +323,7 @@ mod scenarios {
     async fn a_restarted_load_balancer_follows_control_planes_that_run_at_another_address() {
         let fake = fake();
         let ctx = test_context(fake.clone());
-        let mut dc = DockerCluster::test("c1").owned_by("c1");
-        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
-        dc.status = Some(super::normal_status(
-            &dc,
-            &super::LoadBalancerOutcome::Available,
-        ));
+        let dc = provisioned(&ctx).await;
         let cp = NodeSpec::new("c1", "c1-cp1", NodeRole::ControlPlane, "node:test", "kind");
         create_node(&fake, &cp).await.unwrap();
         fake.set_ipv4("c1-cp1", "kind", Ipv4Addr::new(172, 18, 0, 42));
@@ -338,12 +340,7 @@ mod scenarios {
     async fn a_vanished_load_balancer_is_created_again() {
         let fake = fake();
         let ctx = test_context(fake.clone());
-        let mut dc = DockerCluster::test("c1").owned_by("c1");
-        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
-        dc.status = Some(super::normal_status(
-            &dc,
-            &super::LoadBalancerOutcome::Available,
-        ));
+        let dc = provisioned(&ctx).await;
         let old_id = lb(&fake).id;
         fake.delete_container("c1-lb").await.unwrap();
         let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();

@@ -185,41 +185,16 @@ async fn run_steps(
                 if work.working.spec.provider_id.is_empty() {
                     boots_again(work);
                 }
-                match restart::start_node(ctx, work.original, &name).await {
-                    Ok(true) => {
-                        running = true;
-                        restarted = Some(cluster_running);
-                    }
-                    Ok(false) => work.set(decide::not_provisioned(
-                        format!("Starting container {name}"),
-                        generation,
-                    )),
-                    Err(error) => {
-                        work.set(decide::not_provisioned(
-                            format!("Failed to start container {name}: {}", error_chain(&error)),
-                            generation,
-                        ));
-                        return Err(error);
-                    }
-                }
+                let started = restart::start_node(ctx, work.original, &name).await;
+                running = record_container(work, &name, ("Starting", "start"), started)?;
+                restarted = running.then_some(cluster_running);
             }
         }
         ContainerStep::Create => {
             boots_again(work);
-            match create_container(ctx, work.original, machine, cluster_name, &name, family).await {
-                Ok(true) => running = true,
-                Ok(false) => work.set(decide::not_provisioned(
-                    format!("Creating container {name}"),
-                    generation,
-                )),
-                Err(error) => {
-                    work.set(decide::not_provisioned(
-                        format!("Failed to create container {name}: {}", error_chain(&error)),
-                        generation,
-                    ));
-                    return Err(error);
-                }
-            }
+            let created =
+                create_container(ctx, work.original, machine, cluster_name, &name, family).await;
+            running = record_container(work, &name, ("Creating", "create"), created)?;
         }
     }
     if running {
@@ -382,6 +357,38 @@ async fn run_steps(
         .await?;
     }
     Ok(())
+}
+
+/// Records how creating or starting the container went (`verb`: the `-ing` and plain forms);
+/// returns whether it runs.
+fn record_container(
+    work: &mut Work<'_>,
+    name: &str,
+    verb: (&str, &str),
+    outcome: Result<bool>,
+) -> Result<bool> {
+    let generation = work.original.metadata.generation;
+    match outcome {
+        Ok(true) => Ok(true),
+        Ok(false) => {
+            work.set(decide::not_provisioned(
+                format!("{} container {name}", verb.0),
+                generation,
+            ));
+            Ok(false)
+        }
+        Err(error) => {
+            work.set(decide::not_provisioned(
+                format!(
+                    "Failed to {} container {name}: {}",
+                    verb.1,
+                    error_chain(&error)
+                ),
+                generation,
+            ));
+            Err(error)
+        }
+    }
 }
 
 /// A container that boots from scratch (new, or started again before it was provisioned): its
