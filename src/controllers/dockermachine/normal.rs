@@ -211,9 +211,13 @@ async fn run_steps(
             .clone_from(&machine.spec.failure_domain);
     }
 
-    // 2. The load balancer (control planes).
+    // 2. The load balancer (control planes). A restarted control plane is put back at the
+    // address it has now.
     let mut weight = annotation(work.original, WEIGHT_ANNOTATION);
-    if let Some(step) = decide::load_balancer_step(work.original, machine, running) {
+    let step = decide::load_balancer_step(work.original, machine, running);
+    let restarted_behind_load_balancer =
+        machine.is_control_plane() && restarted.is_some_and(|r| r.load_balancer == Some(true));
+    if step.is_some() || restarted_behind_load_balancer {
         sync_backends(
             ctx,
             &namespace,
@@ -222,6 +226,8 @@ async fn run_steps(
             Some(docker_cluster),
         )
         .await?;
+    }
+    if let Some(step) = step {
         let value = decide::weight_after(step);
         apply_owned_fields(
             ctx,
@@ -239,17 +245,6 @@ async fn run_steps(
             format!("Load balancer weight of {name} set to {value}"),
         )
         .await;
-    } else if machine.is_control_plane() && restarted.is_some_and(|r| r.load_balancer == Some(true))
-    {
-        // A restarted control plane is back in the load balancer, at its address now.
-        sync_backends(
-            ctx,
-            &namespace,
-            cluster_name,
-            Some(cluster),
-            Some(docker_cluster),
-        )
-        .await?;
     }
 
     // 3. Boot (cgroups) and 4. preloaded images, as background tasks.
