@@ -7,8 +7,8 @@ use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
 use crate::controllers::loadbalancer::{ip_family, sync_backends};
 use crate::docker::loadbalancer::{
-    LoadBalancerSpec, create_load_balancer, delete_load_balancer, find_load_balancer, image,
-    load_balancer_ip, start_load_balancer,
+    LoadBalancerError, LoadBalancerSpec, create_load_balancer, delete_load_balancer,
+    find_load_balancer, image, load_balancer_ip, start_load_balancer,
 };
 use crate::docker::network::{NetworkDeletion, delete_network, ensure_network};
 use crate::docker::node::{NodeRole, load_balancer_container_name, role_selector};
@@ -146,8 +146,9 @@ impl LoadBalancerChange {
     }
 }
 
-/// The running load balancer container: kept when it runs, started again when it is stopped,
-/// created only when there is none. Publishes an Event for what it did.
+/// The running load balancer container: kept when it runs, started again when it is stopped
+/// (also when it was stopping while listed), created only when there is none. Publishes an Event
+/// for what it did.
 async fn running_load_balancer(
     ctx: &Context,
     docker_cluster: &DockerCluster,
@@ -156,34 +157,40 @@ async fn running_load_balancer(
     let runtime = ctx.runtime.as_ref();
     let name = spec.name();
     if let Some(summary) = find_load_balancer(runtime, &spec.cluster).await? {
-        let was_running = summary.running;
-        if !was_running {
+        let inspect = || async {
+            runtime
+                .inspect_container(&summary.name)
+                .await
+                .map_err(Error::runtime(format!(
+                    "inspect container {}",
+                    summary.name
+                )))
+        };
+        let mut info = inspect().await?;
+        let stopped = info.as_ref().is_some_and(|i| !i.running);
+        if stopped {
             start_load_balancer(runtime, &spec.cluster).await?;
+            info = inspect().await?;
         }
-        let info = runtime
-            .inspect_container(&summary.name)
-            .await
-            .map_err(Error::runtime(format!(
-                "inspect container {}",
-                summary.name
-            )))?;
         match info {
-            Some(info) if info.running && was_running => {
-                return Ok((info, LoadBalancerChange::Kept));
-            }
+            Some(info) if info.running && !stopped => return Ok((info, LoadBalancerChange::Kept)),
             Some(info) if info.running => {
                 tracing::info!(container = %name, "Started the stopped load balancer again");
                 ctx.event(
                     docker_cluster,
                     EventKind::Normal,
                     "LoadBalancerRestarted",
-                    format!("Load balancer container {name} was stopped; started it again, keeping its configuration and address"),
+                    format!("Load balancer container {name} was stopped; started it again with its configuration"),
                 )
                 .await;
                 return Ok((info, LoadBalancerChange::Restarted));
             }
-            // Gone meanwhile, or it stopped again at once: it is created anew below.
-            _ => delete_load_balancer(runtime, &spec.cluster).await?,
+            // It stopped again at once: an error, so that it is started again after a backoff.
+            Some(_) => {
+                return Err(LoadBalancerError::NotRunning { container: name }.into());
+            }
+            // Gone meanwhile: created anew below.
+            None => {}
         }
     }
     let info = create_load_balancer(runtime, spec).await?;

@@ -154,8 +154,8 @@ async fn run_steps(
         Some(_) => Observed::Stopped,
     };
     let mut running = false;
-    // Set when a stopped container was started again: its note and whether the load balancer
-    // runs (a restarted control plane may have another address).
+    // Set when a stopped container was started again: what ran of the cluster then (a restarted
+    // control plane may have another address for the load balancer).
     let mut restarted: Option<ClusterRunning> = None;
     match decide::container_step(&work.working, machine, cluster, observed) {
         ContainerStep::Running => running = true,
