@@ -221,6 +221,11 @@ impl FakeRuntime {
     }
 }
 
+/// The engine's answer about a container that does not exist.
+fn no_such_container(action: String, name: &str) -> RuntimeError {
+    RuntimeError::from_status(action, 404, format!("No such container: {name}"))
+}
+
 fn labels_match(have: &Labels, want: &Labels) -> bool {
     want.iter().all(|(k, v)| have.get(k) == Some(v))
 }
@@ -523,13 +528,7 @@ impl ContainerRuntime for FakeRuntime {
         let mut state = self.enter(Op::Exec, call)?;
         let action = format!("exec {:?} in container {container}", request.argv);
         match state.containers.get(container) {
-            None => {
-                return Err(RuntimeError::from_status(
-                    action,
-                    404,
-                    format!("No such container: {container}"),
-                ));
-            }
+            None => return Err(no_such_container(action, container)),
             Some(c) if !c.running => {
                 let message = format!("Container {} is not running", c.id);
                 return Err(RuntimeError::from_status(action, 409, message));
@@ -551,11 +550,7 @@ impl ContainerRuntime for FakeRuntime {
         let mut state = self.enter(Op::KillContainer, call)?;
         let action = format!("send {signal} to container {name}");
         match state.containers.get_mut(name) {
-            None => Err(RuntimeError::from_status(
-                action,
-                404,
-                format!("No such container: {name}"),
-            )),
+            None => Err(no_such_container(action, name)),
             Some(c) if !c.running => Err(RuntimeError::from_status(
                 action,
                 409,
@@ -583,11 +578,7 @@ impl ContainerRuntime for FakeRuntime {
         let state = self.enter(Op::ContainerLogs, Call::ContainerLogs(name.to_string()))?;
         if !state.containers.contains_key(name) {
             let action = format!("read logs of container {name}");
-            return Err(RuntimeError::from_status(
-                action,
-                404,
-                format!("No such container: {name}"),
-            ));
+            return Err(no_such_container(action, name));
         }
         Ok(state.logs.get(name).cloned().unwrap_or_default())
     }
@@ -595,11 +586,7 @@ impl ContainerRuntime for FakeRuntime {
     async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
         let mut state = self.enter(Op::StartContainer, Call::StartContainer(name.to_string()))?;
         let Some(c) = state.containers.get_mut(name) else {
-            return Err(RuntimeError::from_status(
-                format!("start container {name}"),
-                404,
-                format!("No such container: {name}"),
-            ));
+            return Err(no_such_container(format!("start container {name}"), name));
         };
         c.running = true;
         c.status = "running".to_string();
