@@ -250,3 +250,56 @@ async fn missing_image_is_a_clear_error() {
     delete_network(&engine, &network.name).await.unwrap();
     guard.assert_clean(&engine).await;
 }
+
+#[tokio::test]
+async fn a_stopped_node_starts_again_with_its_file_system_and_address() {
+    let guard = Guard::new("start");
+    let engine = engine().await;
+    let network = ensure_network(&engine, &guard.id, &guard.labels())
+        .await
+        .unwrap();
+    let name = format!("{}-w-0", guard.id);
+    let info = create_node(
+        &engine,
+        &node_spec(&guard, &network.name, &name, NodeRole::Worker),
+    )
+    .await
+    .unwrap();
+    guard.track_volumes(&info.volumes);
+    let kept = ExecRequest::new(["sh", "-c", "echo kept > /var/lib/kept"]);
+    assert!(engine.exec(&name, &kept).await.unwrap().success());
+
+    // What an engine restart leaves: the container exists but does not run.
+    engine.kill_container(&name, "SIGKILL").await.unwrap();
+    let stopped = engine.inspect_container(&name).await.unwrap().unwrap();
+    assert!(!stopped.running, "{stopped:?}");
+
+    engine.start_container(&name).await.unwrap();
+    engine
+        .start_container(&name)
+        .await
+        .expect("starting a running container succeeds");
+    let started = engine.inspect_container(&name).await.unwrap().unwrap();
+    assert!(started.running);
+    assert_eq!(started.id, info.id, "the same container");
+    assert_eq!(
+        started.networks, info.networks,
+        "the address comes back when nobody took it"
+    );
+    let read = ExecRequest::new(["cat", "/var/lib/kept"]);
+    assert_eq!(
+        engine
+            .exec(&name, &read)
+            .await
+            .unwrap()
+            .stdout_text()
+            .trim(),
+        "kept"
+    );
+
+    delete_node(&engine, &name).await.unwrap();
+    let absent = engine.start_container(&name).await.unwrap_err();
+    assert!(absent.is_not_found(), "{absent}");
+    delete_network(&engine, &network.name).await.unwrap();
+    guard.assert_clean(&engine).await;
+}

@@ -83,7 +83,11 @@ async fn a_remote_engine_is_reached_over_tls_with_a_client_certificate() {
     let client_ca = Ca::new("client-ca");
     let (port, refused) = tls_proxy(&engine_ca.issue(), &client_ca).await;
     let dir = tempfile::tempdir().unwrap();
-    let files = cert_dir(dir.path(), &engine_ca, &client_ca.issue_for(&["capd-client"]));
+    let files = cert_dir(
+        dir.path(),
+        &engine_ca,
+        &client_ca.issue_for(&["capd-client"]),
+    );
 
     // Read from the environment as the Docker CLI reads it, then used.
     let cert_path = dir.path().to_string_lossy().into_owned();
@@ -128,7 +132,11 @@ async fn an_engine_or_client_that_is_not_trusted_is_refused_clearly() {
     // The client's certificate comes from a CA the proxy does not trust.
     let stranger = Ca::new("stranger-ca");
     let dir = tempfile::tempdir().unwrap();
-    let tls = Some(cert_dir(dir.path(), &engine_ca, &stranger.issue_for(&["x"])));
+    let tls = Some(cert_dir(
+        dir.path(),
+        &engine_ca,
+        &stranger.issue_for(&["x"]),
+    ));
     let err = DockerEngine::connect_to(&EngineAddress {
         host: host.clone(),
         tls,
@@ -141,7 +149,11 @@ async fn an_engine_or_client_that_is_not_trusted_is_refused_clearly() {
 
     // The engine's certificate is not signed by the CA in ca.pem.
     let dir = tempfile::tempdir().unwrap();
-    let tls = Some(cert_dir(dir.path(), &stranger, &client_ca.issue_for(&["y"])));
+    let tls = Some(cert_dir(
+        dir.path(),
+        &stranger,
+        &client_ca.issue_for(&["y"]),
+    ));
     let err = DockerEngine::connect_to(&EngineAddress { host, tls })
         .await
         .expect_err("an engine certificate of another CA must be refused");

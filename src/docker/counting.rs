@@ -142,6 +142,11 @@ impl ContainerRuntime for CountingRuntime {
         self.count("container_logs");
         self.inner.container_logs(name).await
     }
+
+    async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
+        self.count("start_container");
+        self.inner.start_container(name).await
+    }
 }
 
 #[cfg(test)]

@@ -69,6 +69,10 @@ pub trait ContainerRuntime: Send + Sync + std::fmt::Debug {
 
     /// Everything the container wrote to stdout and stderr so far, as text.
     async fn container_logs(&self, name: &str) -> Result<String, RuntimeError>;
+
+    /// Starts an existing, stopped container again with its configuration, volumes and network
+    /// endpoints (`docker start`); succeeds when it already runs.
+    async fn start_container(&self, name: &str) -> Result<(), RuntimeError>;
 }
 
 /// Errors of the container runtime.

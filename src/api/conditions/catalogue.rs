@@ -49,6 +49,12 @@ pub const WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON: &str =
 pub const WAITING_FOR_CONTROL_PLANE_INITIALIZED_REASON: &str = "WaitingForControlPlaneInitialized";
 /// Waiting for the Machine's bootstrap data secret.
 pub const WAITING_FOR_BOOTSTRAP_DATA_REASON: &str = "WaitingForBootstrapData";
+/// A stopped node container waits for its cluster's load balancer to run again before it is
+/// started (not in CAPD, which never starts a stopped container).
+pub const WAITING_FOR_LOAD_BALANCER_REASON: &str = "WaitingForLoadBalancer";
+/// A stopped worker container waits for a control plane container to run again before it is
+/// started (not in CAPD).
+pub const WAITING_FOR_CONTROL_PLANE_REASON: &str = "WaitingForControlPlane";
 /// `ContainerProvisioned` is `False` (creating, or the container stopped running).
 pub const NOT_PROVISIONED_REASON: &str = "NotProvisioned";
 /// `ContainerProvisioned` is `True`.
@@ -97,6 +103,12 @@ pub mod legacy {
     pub const WAITING_FOR_CLUSTER_INFRASTRUCTURE_REASON: &str = "WaitingForClusterInfrastructure";
     /// Waiting for the bootstrap data secret.
     pub const WAITING_FOR_BOOTSTRAP_DATA_REASON: &str = "WaitingForBootstrapData";
+    /// A stopped node container waits for its cluster's load balancer to run again before it is
+    /// started (not in CAPD, which never starts a stopped container).
+    pub const WAITING_FOR_LOAD_BALANCER_REASON: &str = "WaitingForLoadBalancer";
+    /// A stopped worker container waits for a control plane container to run again before it is
+    /// started (not in CAPD).
+    pub const WAITING_FOR_CONTROL_PLANE_REASON: &str = "WaitingForControlPlane";
     /// Creating the node container failed.
     pub const CONTAINER_PROVISIONING_FAILED_REASON: &str = "ContainerProvisioningFailed";
     /// The node container disappeared.

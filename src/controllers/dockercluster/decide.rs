@@ -5,7 +5,7 @@ use crate::api::DOCKER_CLUSTER_FINALIZER;
 use crate::api::capi::Cluster;
 use crate::api::conditions::{
     AVAILABLE_REASON, ConditionStatus, DELETING_REASON, LOAD_BALANCER_AVAILABLE_CONDITION,
-    NOT_AVAILABLE_REASON, legacy, set_condition,
+    NOT_AVAILABLE_REASON, find_condition, legacy, set_condition,
 };
 use crate::api::v1beta2::{APIEndpoint, DockerCluster, DockerClusterStatus};
 use crate::controllers::conditions::{
@@ -79,6 +79,9 @@ pub fn endpoint_update(current: &APIEndpoint, load_balancer_ip: &str) -> Option<
 pub enum LoadBalancerOutcome {
     /// The load balancer runs and has an address.
     Available,
+    /// The load balancer runs again after it was found stopped or missing; the message says
+    /// what was done. It stays on the condition until the next change.
+    Recovered(String),
     /// It could not be created or has no address; the message says why.
     NotAvailable(String),
 }
@@ -97,7 +100,15 @@ pub fn normal_status(
     set_condition(&mut status.conditions, paused_condition(false, generation));
     let legacy_conditions = &mut status.deprecated.v1beta1.conditions;
     match outcome {
-        LoadBalancerOutcome::Available => {
+        LoadBalancerOutcome::Available | LoadBalancerOutcome::Recovered(_) => {
+            let message = match outcome {
+                LoadBalancerOutcome::Recovered(note) => note.clone(),
+                // The last recovery stays visible while the load balancer keeps running.
+                _ => find_condition(&status.conditions, LOAD_BALANCER_AVAILABLE_CONDITION)
+                    .filter(|c| c.is_true())
+                    .map(|c| c.message.clone())
+                    .unwrap_or_default(),
+            };
             status.initialization.provisioned = Some(true);
             set_condition(
                 &mut status.conditions,
@@ -105,7 +116,7 @@ pub fn normal_status(
                     LOAD_BALANCER_AVAILABLE_CONDITION,
                     ConditionStatus::True,
                     AVAILABLE_REASON,
-                    "",
+                    message,
                     generation,
                 ),
             );

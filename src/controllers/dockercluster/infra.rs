@@ -7,12 +7,12 @@ use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
 use crate::controllers::loadbalancer::{ip_family, sync_backends};
 use crate::docker::loadbalancer::{
-    LoadBalancerSpec, create_load_balancer, delete_load_balancer, find_load_balancer, image,
-    load_balancer_ip,
+    LoadBalancerError, LoadBalancerSpec, create_load_balancer, delete_load_balancer,
+    find_load_balancer, image, load_balancer_ip, start_load_balancer,
 };
 use crate::docker::network::{NetworkDeletion, delete_network, ensure_network};
 use crate::docker::node::{NodeRole, load_balancer_container_name, role_selector};
-use crate::docker::types::Labels;
+use crate::docker::types::{ContainerInfo, Labels};
 
 /// The load balancer container spec of a DockerCluster.
 pub fn load_balancer_spec(
@@ -33,8 +33,9 @@ pub fn load_balancer_spec(
     spec
 }
 
-/// Makes sure the network exists and the load balancer runs (recreating one that vanished or
-/// stopped); returns the load balancer's address on the network.
+/// Makes sure the network exists and the load balancer runs: a stopped one is started again
+/// (keeping the address the endpoint was made from), a vanished one created again; returns the
+/// load balancer's address and what happened.
 ///
 /// # Errors
 /// [`Error`] when the engine refuses, or the load balancer has no address.
@@ -43,7 +44,7 @@ pub async fn ensure(
     docker_cluster: &DockerCluster,
     cluster_name: &str,
     cluster: Option<&Cluster>,
-) -> Result<String> {
+) -> Result<Ensured> {
     let runtime = ctx.runtime.as_ref();
     let network = ctx.network();
     let family = ip_family(cluster)?;
@@ -66,52 +67,17 @@ pub async fn ensure(
     let mut spec = load_balancer_spec(docker_cluster, cluster_name, network, family);
     spec.publish_address = ctx.publish_address();
     let name = spec.name();
-    let found = find_load_balancer(runtime, cluster_name).await?;
-    let info = match found {
-        Some(summary) if summary.running => runtime
-            .inspect_container(&summary.name)
-            .await
-            .map_err(Error::runtime(format!(
-                "inspect container {}",
-                summary.name
-            )))?,
-        _ => None,
-    };
-    let (info, recreated) = match info.filter(|i| i.running) {
-        Some(info) => (info, false),
-        None => {
-            let vanished = docker_cluster
-                .status
-                .as_ref()
-                .and_then(|s| s.initialization.provisioned)
-                == Some(true);
-            // A stopped load balancer is replaced rather than restarted: its configuration is
-            // rebuilt below anyway.
-            delete_load_balancer(runtime, cluster_name).await?;
-            let info = create_load_balancer(runtime, &spec).await?;
-            tracing::info!(container = %name, image = %spec.image, "Created the load balancer");
-            let (reason, note) = if vanished {
-                (
-                    "LoadBalancerRecreated",
-                    format!("Load balancer container {name} was missing or stopped; recreated it"),
-                )
-            } else {
-                (
-                    "LoadBalancerCreated",
-                    format!("Created load balancer container {name} ({})", spec.image),
-                )
-            };
-            ctx.event(docker_cluster, EventKind::Normal, reason, note)
-                .await;
-            (info, true)
-        }
-    };
+    let (info, change) = running_load_balancer(ctx, docker_cluster, &spec).await?;
     let ip =
         load_balancer_ip(&info, network, family).ok_or_else(|| Error::LoadBalancerAddress {
             container: name.clone(),
             network: network.to_string(),
         })?;
-    if recreated && has_control_planes(ctx, cluster_name).await? {
+    // A restarted load balancer keeps its configuration file, but the control planes may have
+    // come back with other addresses; a new one has none. Control planes that do not run yet
+    // are left to the DockerMachine controller, which re-applies the backends when it starts
+    // each of them (a configuration rendered now would have no backend).
+    if change != LoadBalancerChange::Kept && has_running_control_planes(ctx, cluster_name).await? {
         let namespace = docker_cluster
             .metadata
             .namespace
@@ -121,23 +87,136 @@ pub async fn ensure(
     }
     let ip = ip.to_string();
     let endpoint_host = &docker_cluster.spec.control_plane_endpoint.host;
-    if recreated && endpoint_moved(endpoint_host, &ip) {
+    if change != LoadBalancerChange::Kept && endpoint_moved(endpoint_host, &ip) {
         tracing::warn!(
             endpoint = %endpoint_host,
             address = %ip,
-            "The recreated load balancer has another address than the control plane endpoint"
+            "The load balancer has another address than the control plane endpoint"
         );
         ctx.event(
             docker_cluster,
             EventKind::Warning,
             "LoadBalancerAddressChanged",
             format!(
-                "The recreated load balancer {name} has address {ip}, but the control plane endpoint is {endpoint_host}; the endpoint cannot change"
+                "The load balancer {name} has address {ip}, but the control plane endpoint is {endpoint_host}; the endpoint cannot change"
             ),
         )
         .await;
     }
-    Ok(ip)
+    Ok(Ensured {
+        ip,
+        note: change.note(&name),
+    })
+}
+
+/// What [`ensure`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ensured {
+    /// The load balancer's address on the network.
+    pub ip: String,
+    /// What happened to the load balancer container when it was not running, for the
+    /// `LoadBalancerAvailable` condition; `None` when it was running or created the first time.
+    pub note: Option<String>,
+}
+
+/// What had to be done for the load balancer to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LoadBalancerChange {
+    /// It was running.
+    Kept,
+    /// It did not exist yet.
+    Created,
+    /// It was provisioned once, but its container was gone: a new one was created.
+    Recreated,
+    /// Its container existed but was stopped (an engine or host restart): it was started again,
+    /// keeping its configuration and, where the engine allows, its address.
+    Restarted,
+}
+
+impl LoadBalancerChange {
+    fn note(self, name: &str) -> Option<String> {
+        match self {
+            Self::Kept | Self::Created => None,
+            Self::Recreated => Some(format!(
+                "Load balancer container {name} was missing; created it again"
+            )),
+            Self::Restarted => Some(format!(
+                "Load balancer container {name} was stopped; started it again"
+            )),
+        }
+    }
+}
+
+/// The running load balancer container: kept when it runs, started again when it is stopped
+/// (also when it was stopping while listed), created only when there is none. Publishes an Event
+/// for what it did.
+async fn running_load_balancer(
+    ctx: &Context,
+    docker_cluster: &DockerCluster,
+    spec: &LoadBalancerSpec,
+) -> Result<(ContainerInfo, LoadBalancerChange)> {
+    let runtime = ctx.runtime.as_ref();
+    let name = spec.name();
+    if let Some(summary) = find_load_balancer(runtime, &spec.cluster).await? {
+        let inspect = || async {
+            runtime
+                .inspect_container(&summary.name)
+                .await
+                .map_err(Error::runtime(format!(
+                    "inspect container {}",
+                    summary.name
+                )))
+        };
+        let mut info = inspect().await?;
+        let stopped = info.as_ref().is_some_and(|i| !i.running);
+        if stopped {
+            start_load_balancer(runtime, &spec.cluster).await?;
+            info = inspect().await?;
+        }
+        match info {
+            Some(info) if info.running && !stopped => return Ok((info, LoadBalancerChange::Kept)),
+            Some(info) if info.running => {
+                tracing::info!(container = %name, "Started the stopped load balancer again");
+                ctx.event(
+                    docker_cluster,
+                    EventKind::Normal,
+                    "LoadBalancerRestarted",
+                    format!("Load balancer container {name} was stopped; started it again with its configuration"),
+                )
+                .await;
+                return Ok((info, LoadBalancerChange::Restarted));
+            }
+            // It stopped again at once: an error, so that it is started again after a backoff.
+            Some(_) => {
+                return Err(LoadBalancerError::NotRunning { container: name }.into());
+            }
+            // Gone meanwhile: created anew below.
+            None => {}
+        }
+    }
+    let info = create_load_balancer(runtime, spec).await?;
+    tracing::info!(container = %name, image = %spec.image, "Created the load balancer");
+    let provisioned_before = docker_cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.provisioned)
+        == Some(true);
+    let (change, reason, note) = if provisioned_before {
+        (
+            LoadBalancerChange::Recreated,
+            "LoadBalancerRecreated",
+            format!("Load balancer container {name} was missing; created it again"),
+        )
+    } else {
+        (
+            LoadBalancerChange::Created,
+            "LoadBalancerCreated",
+            format!("Created load balancer container {name} ({})", spec.image),
+        )
+    };
+    ctx.event(docker_cluster, EventKind::Normal, reason, note)
+        .await;
+    Ok((info, change))
 }
 
 /// Whether an IP-literal endpoint host differs from the load balancer's address (a host name is
@@ -146,15 +225,16 @@ pub fn endpoint_moved(endpoint_host: &str, address: &str) -> bool {
     endpoint_host.parse::<std::net::IpAddr>().is_ok() && endpoint_host != address
 }
 
-async fn has_control_planes(ctx: &Context, cluster_name: &str) -> Result<bool> {
-    Ok(!ctx
+async fn has_running_control_planes(ctx: &Context, cluster_name: &str) -> Result<bool> {
+    Ok(ctx
         .runtime
         .list_containers(&role_selector(cluster_name, NodeRole::ControlPlane))
         .await
         .map_err(Error::runtime(format!(
             "list control plane containers of cluster {cluster_name}"
         )))?
-        .is_empty())
+        .iter()
+        .any(|c| c.running))
 }
 
 /// Deletes the load balancer, then the network when this provider created it and nothing uses

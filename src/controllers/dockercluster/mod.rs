@@ -110,12 +110,16 @@ async fn reconcile_normal(
 ) -> Result<()> {
     let outcome = infra::ensure(ctx, docker_cluster, cluster_name, cluster).await;
     let (lb_outcome, result) = match outcome {
-        Ok(ip) => {
+        Ok(ensured) => {
             let endpoint = &docker_cluster.spec.control_plane_endpoint;
-            if let Some(wanted) = decide::endpoint_update(endpoint, &ip) {
+            if let Some(wanted) = decide::endpoint_update(endpoint, &ensured.ip) {
                 set_endpoint(ctx, docker_cluster, &wanted).await?;
             }
-            (LoadBalancerOutcome::Available, Ok(()))
+            let outcome = match ensured.note {
+                Some(note) => LoadBalancerOutcome::Recovered(note),
+                None => LoadBalancerOutcome::Available,
+            };
+            (outcome, Ok(()))
         }
         Err(error) => (
             LoadBalancerOutcome::NotAvailable(format!(

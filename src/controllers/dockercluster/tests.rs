@@ -146,6 +146,35 @@ fn reconciling_an_unchanged_cluster_writes_nothing() {
 }
 
 #[test]
+fn a_recovered_load_balancer_says_so_until_the_next_change() {
+    let mut dc = DockerCluster::test("c1").owned_by("c1");
+    dc.status = Some(normal_status(&dc, &LoadBalancerOutcome::Available));
+    let note = "Load balancer container c1-lb was stopped; started it again";
+    let recovered = normal_status(&dc, &LoadBalancerOutcome::Recovered(note.into()));
+    let lb = find_condition(&recovered.conditions, LOAD_BALANCER_AVAILABLE_CONDITION).unwrap();
+    assert_eq!(
+        (lb.status, lb.reason.as_str(), lb.message.as_str()),
+        (ConditionStatus::True, "Available", note)
+    );
+    dc.status = Some(recovered);
+    let again = normal_status(&dc, &LoadBalancerOutcome::Available);
+    assert!(
+        !status_changed(&dc, &again),
+        "the note stays while the load balancer keeps running"
+    );
+    let failed = normal_status(&dc, &LoadBalancerOutcome::NotAvailable("boom".into()));
+    dc.status = Some(failed);
+    let back = normal_status(&dc, &LoadBalancerOutcome::Available);
+    assert_eq!(
+        find_condition(&back.conditions, LOAD_BALANCER_AVAILABLE_CONDITION)
+            .unwrap()
+            .message,
+        "",
+        "a failure in between clears the old note"
+    );
+}
+
+#[test]
 fn deleting_shows_in_the_conditions() {
     let dc = DockerCluster::test("c1").owned_by("c1").deleting();
     let status = deleting_status(&dc);
@@ -179,9 +208,11 @@ mod scenarios {
     use crate::api::v1beta2::DockerCluster;
     use crate::controllers::fixtures::test_context;
     use crate::controllers::fixtures::*;
+    use crate::docker::fake::Call;
     use crate::docker::network::CREATED_BY_LABEL;
     use crate::docker::node::{NodeRole, NodeSpec, create_node};
-    use crate::docker::{ContainerRuntime, FakeRuntime};
+    use crate::docker::{ContainerInfo, ContainerRuntime, FakeRuntime};
+    use std::net::Ipv4Addr;
 
     const LB_IMAGE: &str = "kindest/haproxy:v20230606-42a2262b";
 
@@ -197,7 +228,9 @@ mod scenarios {
         let fake = fake();
         let ctx = test_context(fake.clone());
         let dc = DockerCluster::test("c1").owned_by("c1");
-        let ip = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        assert_eq!(ensured.note, None, "a first load balancer is no recovery");
+        let ip = ensured.ip;
         let network = fake
             .networks()
             .into_iter()
@@ -216,47 +249,105 @@ mod scenarios {
         assert_eq!(ip, lb.networks["kind"].ipv4.unwrap().to_string());
         assert_eq!(
             infra::ensure(&ctx, &dc, "c1", None).await.unwrap(),
-            ip,
+            infra::Ensured { ip, note: None },
             "a running load balancer is kept"
         );
         assert_eq!(fake.containers().len(), 1);
     }
 
-    #[tokio::test]
-    async fn a_stopped_load_balancer_is_replaced_and_gets_its_backends_again() {
-        let fake = fake();
-        let ctx = test_context(fake.clone());
+    fn lb(fake: &FakeRuntime) -> ContainerInfo {
+        fake.containers()
+            .into_iter()
+            .find(|c| c.name == "c1-lb")
+            .unwrap()
+    }
+
+    /// A DockerCluster whose load balancer was created and reported available.
+    async fn provisioned(ctx: &crate::controllers::context::Context) -> DockerCluster {
         let mut dc = DockerCluster::test("c1").owned_by("c1");
-        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
-        let cp = NodeSpec::new("c1", "c1-cp1", NodeRole::ControlPlane, "node:test", "kind");
-        create_node(&fake, &cp).await.unwrap();
+        infra::ensure(ctx, &dc, "c1", None).await.unwrap();
         dc.status = Some(super::normal_status(
             &dc,
             &super::LoadBalancerOutcome::Available,
         ));
-        let old_id = fake
-            .containers()
-            .into_iter()
-            .find(|c| c.name == "c1-lb")
-            .unwrap()
-            .id;
+        dc
+    }
 
+    fn haproxy_config(fake: &FakeRuntime) -> String {
+        fake.file("c1-lb", "/usr/local/etc/haproxy/haproxy.cfg")
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn a_stopped_load_balancer_is_started_again_with_its_address_and_configuration() {
+        let fake = fake();
+        let ctx = test_context(fake.clone());
+        let dc = provisioned(&ctx).await;
+        let ip = lb(&fake).networks["kind"].ipv4.unwrap().to_string();
+        fake.set_file(
+            "c1-lb",
+            "/usr/local/etc/haproxy/haproxy.cfg",
+            b"kept config",
+        );
+        let before = lb(&fake);
+        let calls = fake.calls().len();
+
+        // An engine restart: every container of the cluster is stopped.
+        fake.stop_container("c1-lb");
+        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        assert_eq!(ensured.ip, ip, "the endpoint's address is kept");
+        assert_eq!(
+            ensured.note.as_deref(),
+            Some("Load balancer container c1-lb was stopped; started it again")
+        );
+        let after = lb(&fake);
+        assert!(after.running);
+        assert_eq!(after.id, before.id, "the same container, not a new one");
+        let new_calls = &fake.calls()[calls..];
+        assert!(new_calls.contains(&Call::StartContainer("c1-lb".into())));
+        assert!(
+            !new_calls
+                .iter()
+                .any(|c| matches!(c, Call::RunContainer(_) | Call::DeleteContainer(_))),
+            "{new_calls:?}"
+        );
+        assert_eq!(
+            haproxy_config(&fake),
+            "kept config",
+            "no control plane runs yet: the configuration is left for them"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_restarted_load_balancer_follows_control_planes_that_run_at_another_address() {
+        let fake = fake();
+        let ctx = test_context(fake.clone());
+        let dc = provisioned(&ctx).await;
+        let cp = NodeSpec::new("c1", "c1-cp1", NodeRole::ControlPlane, "node:test", "kind");
+        create_node(&fake, &cp).await.unwrap();
+        fake.set_ipv4("c1-cp1", "kind", Ipv4Addr::new(172, 18, 0, 42));
         fake.stop_container("c1-lb");
         infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
-        let lb = fake
-            .containers()
-            .into_iter()
-            .find(|c| c.name == "c1-lb")
-            .unwrap();
-        assert_ne!(lb.id, old_id, "a new container replaced the stopped one");
-        assert!(lb.running);
-        let config = fake
-            .file("c1-lb", "/usr/local/etc/haproxy/haproxy.cfg")
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
+        let config = haproxy_config(&fake);
         assert!(
-            config.contains("server c1-cp1 "),
-            "backends re-applied: {config}"
+            config.contains("server c1-cp1 172.18.0.42:6443"),
+            "backends re-applied at the current address: {config}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_vanished_load_balancer_is_created_again() {
+        let fake = fake();
+        let ctx = test_context(fake.clone());
+        let dc = provisioned(&ctx).await;
+        let old_id = lb(&fake).id;
+        fake.delete_container("c1-lb").await.unwrap();
+        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        assert_ne!(lb(&fake).id, old_id);
+        assert_eq!(
+            ensured.note.as_deref(),
+            Some("Load balancer container c1-lb was missing; created it again")
         );
     }
 

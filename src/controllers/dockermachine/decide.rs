@@ -96,13 +96,14 @@ pub fn gate(docker_machine: &DockerMachine, owners: Owners<'_>) -> Gate {
 pub enum ContainerStep {
     /// The container runs.
     Running,
-    /// The machine was provisioned but its container is gone or stopped: report it and leave the
-    /// machine to be remediated (a provisioned node is never silently replaced).
+    /// The machine was provisioned but its container is gone: report it and leave the machine
+    /// to be remediated (a provisioned node is never silently replaced).
     Lost,
     /// Wait; the condition says for what.
     Wait(Condition),
-    /// Remove the stopped container, then create a new one.
-    Recreate,
+    /// The container exists but is stopped (an engine or host restart): start it again, once
+    /// [`super::restart::restart_wait`] lets it.
+    Restart,
     /// Create the container.
     Create,
 }
@@ -118,7 +119,9 @@ pub enum Observed {
     Running,
 }
 
-/// The container step (CAPD's `reconcileContainer`).
+/// The container step (CAPD's `reconcileContainer`). Unlike CAPD, which recreates a stopped
+/// container before provisioning and reports it lost after, a stopped container is started
+/// again: it keeps its file system, its bootstrap and, where the engine allows, its address.
 pub fn container_step(
     docker_machine: &DockerMachine,
     machine: &Machine,
@@ -126,15 +129,13 @@ pub fn container_step(
     observed: Observed,
 ) -> ContainerStep {
     let generation = docker_machine.metadata.generation;
-    if !docker_machine.spec.provider_id.is_empty() {
-        return if observed == Observed::Running {
-            ContainerStep::Running
-        } else {
-            ContainerStep::Lost
-        };
-    }
-    if observed == Observed::Running {
-        return ContainerStep::Running;
+    match observed {
+        Observed::Running => return ContainerStep::Running,
+        Observed::Stopped => return ContainerStep::Restart,
+        Observed::Absent if !docker_machine.spec.provider_id.is_empty() => {
+            return ContainerStep::Lost;
+        }
+        Observed::Absent => {}
     }
     if !cluster.infrastructure_provisioned() {
         return ContainerStep::Wait(condition(
@@ -165,20 +166,27 @@ pub fn container_step(
             generation,
         ));
     }
-    match observed {
-        Observed::Stopped => ContainerStep::Recreate,
-        Observed::Absent | Observed::Running => ContainerStep::Create,
-    }
+    ContainerStep::Create
 }
 
-/// `ContainerProvisioned` for a running container.
-pub fn provisioned(generation: Option<i64>) -> Condition {
+/// `ContainerProvisioned` for a running container. `note` says what was done to it (a restart);
+/// without one, the message of a `True` condition is kept, so the last restart stays visible.
+pub fn provisioned(docker_machine: &DockerMachine, note: Option<String>) -> Condition {
+    let message = note.unwrap_or_else(|| {
+        docker_machine
+            .status
+            .as_ref()
+            .and_then(|s| find_condition(&s.conditions, CONTAINER_PROVISIONED_CONDITION))
+            .filter(|c| c.is_true())
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    });
     condition(
         CONTAINER_PROVISIONED_CONDITION,
         ConditionStatus::True,
         PROVISIONED_REASON,
-        "",
-        generation,
+        message,
+        docker_machine.metadata.generation,
     )
 }
 

@@ -8,11 +8,14 @@ pub mod decide;
 mod delete;
 pub mod node;
 mod normal;
+pub mod restart;
 pub mod status;
 pub mod steps;
 
 #[cfg(test)]
 mod bootstrap_tests;
+#[cfg(test)]
+mod restart_tests;
 #[cfg(test)]
 mod status_tests;
 #[cfg(test)]

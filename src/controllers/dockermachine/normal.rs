@@ -14,6 +14,7 @@ use super::container::{
 };
 use super::decide::{self, ContainerStep, NODE_RETRY, Observed, StepDecision, TaskAction};
 use super::node::{NodeSync, sync_node};
+use super::restart::{self, ClusterRunning};
 use super::{Fetched, apply_owned_fields, status, steps, write_status};
 use crate::api::WEIGHT_ANNOTATION;
 use crate::api::capi::{Cluster, Machine};
@@ -30,7 +31,7 @@ use crate::controllers::tasks::TaskKind;
 use crate::docker::kind::Mapping;
 use crate::docker::network::ensure_network;
 use crate::docker::node::{
-    HostQuirks, IpFamily, create_node, delete_node, find_container, node_addresses, provider_id,
+    HostQuirks, IpFamily, create_node, find_container, node_addresses, provider_id,
 };
 use crate::docker::types::Labels;
 use crate::manager::error_chain;
@@ -153,6 +154,9 @@ async fn run_steps(
         Some(_) => Observed::Stopped,
     };
     let mut running = false;
+    // Set when a stopped container was started again: what ran of the cluster then (a restarted
+    // control plane may have another address for the load balancer).
+    let mut restarted: Option<ClusterRunning> = None;
     match decide::container_step(&work.working, machine, cluster, observed) {
         ContainerStep::Running => running = true,
         ContainerStep::Lost => {
@@ -162,34 +166,43 @@ async fn run_steps(
             ));
         }
         ContainerStep::Wait(condition) => work.set(condition),
-        step @ (ContainerStep::Recreate | ContainerStep::Create) => {
-            if step == ContainerStep::Recreate {
-                tracing::info!(container = %name, "Removing the stopped container to create it again");
-                delete_node(ctx.runtime.as_ref(), &name).await?;
-            }
-            // A new container boots from scratch: its steps start over.
-            ctx.tasks.reset(&work.object, TaskKind::CGroups);
-            ctx.tasks.reset(&work.object, TaskKind::PreloadImages);
-            work.clear(CGROUPS_READY_CONDITION);
-            work.clear(PRELOADED_IMAGES_READY_CONDITION);
-            match create_container(ctx, work.original, machine, cluster_name, &name, family).await {
-                Ok(true) => running = true,
-                Ok(false) => work.set(decide::not_provisioned(
-                    format!("Creating container {name}"),
-                    generation,
-                )),
-                Err(error) => {
-                    work.set(decide::not_provisioned(
-                        format!("Failed to create container {name}: {}", error_chain(&error)),
-                        generation,
-                    ));
-                    return Err(error);
+        ContainerStep::Restart => {
+            let cluster_running = restart::cluster_running(ctx, cluster_name).await?;
+            if let Some(wait) = restart::restart_wait(machine, &name, cluster_running, generation) {
+                tracing::info!(container = %name, reason = %wait.reason, "Waiting before starting the stopped container");
+                work.set(wait);
+                work.requeue_after(restart::RESTART_RETRY);
+            } else {
+                let task = ctx
+                    .tasks
+                    .state(&work.object, &work.uid, TaskKind::Bootstrap);
+                if let Some(failed) =
+                    restart::interrupted_bootstrap(&work.working, &name, task.as_ref())
+                {
+                    ctx.tasks.reset(&work.object, TaskKind::Bootstrap);
+                    work.set(failed);
                 }
+                if work.working.spec.provider_id.is_empty() {
+                    boots_again(work);
+                }
+                let started = restart::start_node(ctx, work.original, &name).await;
+                running = record_container(work, &name, ("Starting", "start"), started)?;
+                restarted = running.then_some(cluster_running);
             }
+        }
+        ContainerStep::Create => {
+            boots_again(work);
+            let created =
+                create_container(ctx, work.original, machine, cluster_name, &name, family).await;
+            running = record_container(work, &name, ("Creating", "create"), created)?;
         }
     }
     if running {
-        work.set(decide::provisioned(generation));
+        let note = restarted
+            .is_some()
+            .then(|| format!("Container {name} was stopped; started it again"));
+        let provisioned = decide::provisioned(&work.working, note);
+        work.set(provisioned);
         let addresses = node_addresses(ctx.runtime.as_ref(), &name, ctx.network(), family).await?;
         let status = work.working.status.get_or_insert_with(Default::default);
         status.addresses = api_addresses(addresses);
@@ -198,9 +211,13 @@ async fn run_steps(
             .clone_from(&machine.spec.failure_domain);
     }
 
-    // 2. The load balancer (control planes).
+    // 2. The load balancer (control planes). A restarted control plane is put back at the
+    // address it has now.
     let mut weight = annotation(work.original, WEIGHT_ANNOTATION);
-    if let Some(step) = decide::load_balancer_step(work.original, machine, running) {
+    let step = decide::load_balancer_step(work.original, machine, running);
+    let restarted_behind_load_balancer =
+        machine.is_control_plane() && restarted.is_some_and(|r| r.load_balancer == Some(true));
+    if step.is_some() || restarted_behind_load_balancer {
         sync_backends(
             ctx,
             &namespace,
@@ -209,6 +226,8 @@ async fn run_steps(
             Some(docker_cluster),
         )
         .await?;
+    }
+    if let Some(step) = step {
         let value = decide::weight_after(step);
         apply_owned_fields(
             ctx,
@@ -333,6 +352,47 @@ async fn run_steps(
         .await?;
     }
     Ok(())
+}
+
+/// Records how creating or starting the container went (`verb`: the `-ing` and plain forms);
+/// returns whether it runs.
+fn record_container(
+    work: &mut Work<'_>,
+    name: &str,
+    verb: (&str, &str),
+    outcome: Result<bool>,
+) -> Result<bool> {
+    let generation = work.original.metadata.generation;
+    match outcome {
+        Ok(true) => Ok(true),
+        Ok(false) => {
+            work.set(decide::not_provisioned(
+                format!("{} container {name}", verb.0),
+                generation,
+            ));
+            Ok(false)
+        }
+        Err(error) => {
+            work.set(decide::not_provisioned(
+                format!(
+                    "Failed to {} container {name}: {}",
+                    verb.1,
+                    error_chain(&error)
+                ),
+                generation,
+            ));
+            Err(error)
+        }
+    }
+}
+
+/// A container that boots from scratch (new, or started again before it was provisioned): its
+/// boot steps start over.
+fn boots_again(work: &mut Work<'_>) {
+    work.ctx.tasks.reset(&work.object, TaskKind::CGroups);
+    work.ctx.tasks.reset(&work.object, TaskKind::PreloadImages);
+    work.clear(CGROUPS_READY_CONDITION);
+    work.clear(PRELOADED_IMAGES_READY_CONDITION);
 }
 
 fn annotation(docker_machine: &DockerMachine, key: &str) -> Option<String> {

@@ -6,7 +6,8 @@ use crate::api::conditions::{
     CONTAINER_PROVISIONED_CONDITION, Condition, DELETING_REASON, FAILED_REASON,
     PRELOADED_IMAGES_READY_CONDITION, WAITING_FOR_BOOTSTRAP_DATA_REASON,
     WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON, WAITING_FOR_CONTROL_PLANE_INITIALIZED_REASON,
-    find_condition, legacy, set_condition,
+    WAITING_FOR_CONTROL_PLANE_REASON, WAITING_FOR_LOAD_BALANCER_REASON, find_condition, legacy,
+    set_condition,
 };
 use crate::api::v1beta2::{DockerMachine, DockerMachineStatus};
 use crate::controllers::conditions::{
@@ -53,7 +54,11 @@ fn legacy_container(current: &Condition) -> Legacy {
         return Legacy::ok(type_);
     }
     let (reason, severity) = match current.reason.as_str() {
-        WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON => (
+        // A stopped container waiting for its load balancer or a control plane to run again
+        // waits for the cluster's infrastructure, in v1beta1 words.
+        WAITING_FOR_CLUSTER_INFRASTRUCTURE_READY_REASON
+        | WAITING_FOR_LOAD_BALANCER_REASON
+        | WAITING_FOR_CONTROL_PLANE_REASON => (
             legacy::WAITING_FOR_CLUSTER_INFRASTRUCTURE_REASON,
             legacy::SEVERITY_INFO,
         ),

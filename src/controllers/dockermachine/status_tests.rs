@@ -104,6 +104,25 @@ fn a_waiting_machine_has_a_legacy_waiting_reason() {
         !legacy.iter().any(|c| c.type_ == "BootstrapExecSucceeded"),
         "no bootstrap condition before the container exists"
     );
+    for restart_wait in ["WaitingForLoadBalancer", "WaitingForControlPlane"] {
+        let waiting = full_status(&[(
+            CONTAINER_PROVISIONED_CONDITION,
+            ConditionStatus::False,
+            restart_wait,
+        )]);
+        let container = waiting
+            .deprecated
+            .v1beta1
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "ContainerProvisioned")
+            .unwrap();
+        assert_eq!(
+            (container.reason.as_str(), container.severity.as_str()),
+            ("WaitingForClusterInfrastructure", "Info"),
+            "a stopped container waiting to start again is no failure"
+        );
+    }
 }
 
 #[test]

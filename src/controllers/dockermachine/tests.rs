@@ -137,7 +137,7 @@ fn a_worker_waits_for_the_control_plane_then_for_bootstrap_data() {
 }
 
 #[test]
-fn a_machine_with_bootstrap_data_gets_its_container_created_or_recreated() {
+fn a_machine_with_bootstrap_data_gets_its_container_created_or_started_again() {
     let dm = DockerMachine::test("m1").owned_by("m1");
     let machine = Machine::test("m1").with_bootstrap_secret("s");
     let cluster = ready_cluster();
@@ -147,7 +147,8 @@ fn a_machine_with_bootstrap_data_gets_its_container_created_or_recreated() {
     );
     assert_eq!(
         container_step(&dm, &machine, &cluster, Observed::Stopped),
-        ContainerStep::Recreate
+        ContainerStep::Restart,
+        "a stopped container is started again, never recreated"
     );
     assert_eq!(
         container_step(&dm, &machine, &cluster, Observed::Running),
@@ -156,14 +157,15 @@ fn a_machine_with_bootstrap_data_gets_its_container_created_or_recreated() {
 }
 
 #[test]
-fn a_provisioned_machine_whose_container_died_is_reported_not_replaced() {
+fn a_provisioned_machine_whose_container_is_gone_is_reported_not_replaced() {
     let dm = DockerMachine::test("m1")
         .owned_by("m1")
         .provisioned_as("c1-m1");
     let machine = Machine::test("m1").with_bootstrap_secret("s");
     assert_eq!(
         container_step(&dm, &machine, &ready_cluster(), Observed::Stopped),
-        ContainerStep::Lost
+        ContainerStep::Restart,
+        "a stopped one is started again"
     );
     assert_eq!(
         container_step(&dm, &machine, &ready_cluster(), Observed::Absent),

@@ -411,6 +411,15 @@ impl ContainerRuntime for DockerEngine {
         }
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
+
+    async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
+        // The engine answers 304 Not Modified for a running container, which bollard counts
+        // as success.
+        self.docker
+            .start_container(name, None)
+            .await
+            .map_err(self.err(format!("start container {name}")))
+    }
 }
 
 #[cfg(test)]
@@ -435,9 +444,12 @@ mod tests {
             }
         );
         assert_eq!(
-            address(&[("DOCKER_HOST", "tcp://10.0.0.1:2376"), ("DOCKER_TLS_VERIFY", "")])
-                .unwrap()
-                .tls,
+            address(&[
+                ("DOCKER_HOST", "tcp://10.0.0.1:2376"),
+                ("DOCKER_TLS_VERIFY", "")
+            ])
+            .unwrap()
+            .tls,
             None,
             "an empty DOCKER_TLS_VERIFY means no TLS"
         );
@@ -472,6 +484,9 @@ mod tests {
         assert!(chain.contains("set DOCKER_TLS_VERIFY=1"), "{chain}");
         let err = address(&[("DOCKER_TLS_VERIFY", "1")]).unwrap_err();
         let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
-        assert!(chain.contains("neither DOCKER_CERT_PATH nor HOME"), "{chain}");
+        assert!(
+            chain.contains("neither DOCKER_CERT_PATH nor HOME"),
+            "{chain}"
+        );
     }
 }

@@ -33,6 +33,8 @@ pub enum Call {
     DeleteContainer(String),
     /// [`ContainerRuntime::container_logs`].
     ContainerLogs(String),
+    /// [`ContainerRuntime::start_container`].
+    StartContainer(String),
 }
 
 /// An operation of the runtime, used to inject a failure with [`FakeRuntime::fail_next`].
@@ -66,4 +68,6 @@ pub enum Op {
     DeleteContainer,
     /// `container_logs`.
     ContainerLogs,
+    /// `start_container`.
+    StartContainer,
 }

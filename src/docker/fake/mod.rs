@@ -167,6 +167,15 @@ impl FakeRuntime {
         self
     }
 
+    /// Gives a container another IPv4 address on a network, as an engine may when a stopped
+    /// container starts again and its address was taken meanwhile.
+    pub fn set_ipv4(&self, container: &str, network: &str, address: Ipv4Addr) -> &Self {
+        if let Some(c) = self.lock().containers.get_mut(container) {
+            c.networks.entry(network.to_string()).or_default().ipv4 = Some(address);
+        }
+        self
+    }
+
     /// Adds a network as if someone else had created it (keyed by its id).
     pub fn add_network(&self, network: NetworkInfo) -> &Self {
         self.lock().networks.insert(network.id.clone(), network);
@@ -209,6 +218,11 @@ impl FakeRuntime {
             None => Ok(state),
         }
     }
+}
+
+/// The engine's answer about a container that does not exist.
+fn no_such_container(action: String, name: &str) -> RuntimeError {
+    RuntimeError::from_status(action, 404, format!("No such container: {name}"))
 }
 
 fn labels_match(have: &Labels, want: &Labels) -> bool {
@@ -496,13 +510,7 @@ impl ContainerRuntime for FakeRuntime {
         let mut state = self.enter(Op::Exec, call)?;
         let action = format!("exec {:?} in container {container}", request.argv);
         match state.containers.get(container) {
-            None => {
-                return Err(RuntimeError::from_status(
-                    action,
-                    404,
-                    format!("No such container: {container}"),
-                ));
-            }
+            None => return Err(no_such_container(action, container)),
             Some(c) if !c.running => {
                 let message = format!("Container {} is not running", c.id);
                 return Err(RuntimeError::from_status(action, 409, message));
@@ -531,11 +539,7 @@ impl ContainerRuntime for FakeRuntime {
         let mut state = self.enter(Op::KillContainer, call)?;
         let action = format!("send {signal} to container {name}");
         match state.containers.get_mut(name) {
-            None => Err(RuntimeError::from_status(
-                action,
-                404,
-                format!("No such container: {name}"),
-            )),
+            None => Err(no_such_container(action, name)),
             Some(c) if !c.running => Err(RuntimeError::from_status(
                 action,
                 409,
@@ -563,13 +567,20 @@ impl ContainerRuntime for FakeRuntime {
         let state = self.enter(Op::ContainerLogs, Call::ContainerLogs(name.to_string()))?;
         if !state.containers.contains_key(name) {
             let action = format!("read logs of container {name}");
-            return Err(RuntimeError::from_status(
-                action,
-                404,
-                format!("No such container: {name}"),
-            ));
+            return Err(no_such_container(action, name));
         }
         Ok(state.logs.get(name).cloned().unwrap_or_default())
+    }
+
+    async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
+        let mut state = self.enter(Op::StartContainer, Call::StartContainer(name.to_string()))?;
+        let Some(c) = state.containers.get_mut(name) else {
+            return Err(no_such_container(format!("start container {name}"), name));
+        };
+        c.running = true;
+        c.status = "running".to_string();
+        c.exit_code = 0;
+        Ok(())
     }
 }
 

@@ -92,3 +92,29 @@ async fn overlapping_subnets_are_refused() {
             .is_pool_overlap()
     );
 }
+
+#[tokio::test]
+async fn a_stopped_container_starts_again_and_a_missing_one_is_not_found() {
+    let fake = runtime_with_network().await;
+    fake.run_container(&spec("c1")).await.unwrap();
+    fake.stop_container("c1");
+    assert!(!fake.inspect_container("c1").await.unwrap().unwrap().running);
+    fake.start_container("c1").await.unwrap();
+    fake.start_container("c1").await.unwrap();
+    let info = fake.inspect_container("c1").await.unwrap().unwrap();
+    assert!(info.running);
+    assert_eq!(info.status, "running");
+    assert_eq!(
+        fake.calls()
+            .iter()
+            .filter(|c| **c == Call::StartContainer("c1".into()))
+            .count(),
+        2
+    );
+    assert!(
+        fake.start_container("absent")
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+}

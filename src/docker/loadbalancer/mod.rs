@@ -301,6 +301,26 @@ pub async fn delete_load_balancer(
         })
 }
 
+/// Starts the cluster's stopped load balancer container again (its configuration file and
+/// network endpoint are kept); succeeds when it already runs.
+///
+/// # Errors
+/// [`LoadBalancerError::Runtime`] when the engine refuses (for example when it is gone).
+pub async fn start_load_balancer(
+    runtime: &dyn ContainerRuntime,
+    cluster: &str,
+) -> Result<(), LoadBalancerError> {
+    let container = load_balancer_container_name(cluster);
+    runtime
+        .start_container(&container)
+        .await
+        .map_err(|source| LoadBalancerError::Runtime {
+            action: "start",
+            container,
+            source,
+        })
+}
+
 /// The load balancer's address on `network` that the cluster uses as its endpoint host
 /// (IPv6 for IPv6-only clusters, else IPv4); `None` when it has none (for example when stopped).
 pub fn load_balancer_ip(info: &ContainerInfo, network: &str, family: IpFamily) -> Option<IpAddr> {
