@@ -90,6 +90,8 @@ impl ShippedRun {
             ("POD_NAME", self.name.as_str()),
             ("DOCKER_HOST", ""),
             ("CAPD_DOCKER_NETWORK", self.network.as_str()),
+            // The components' default: published ports stay on loopback.
+            ("CAPD_PUBLISH_ADDRESS", "127.0.0.1"),
             ("CAPD_RS_UNPRIVILEGED_CONTAINERS", unprivileged),
         ] {
             args.push(format!("--env={name}={value}"));
