@@ -145,6 +145,13 @@ async fn load_balancer_routes_to_healthy_control_planes() {
         apply_config(&engine, &lb.name, &config).await.unwrap(),
         ApplyOutcome::Unchanged
     );
+    // SIGHUP reloads haproxy asynchronously: the old worker may take a last new connection
+    // while the new one starts. Once the new configuration answers, it answers alone.
+    https_get_until(api_port, "/healthz", Duration::from_secs(20), |x| {
+        x.status == 200 && x.header("X-Capd-Node") == Some(b.name.as_str())
+    })
+    .await
+    .unwrap();
     for _ in 0..6 {
         let answer = https_get_until(api_port, "/healthz", Duration::from_secs(20), |x| {
             x.status == 200
