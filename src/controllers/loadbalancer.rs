@@ -17,7 +17,7 @@ use crate::docker::node::{
     IpFamily, NodeRole, endpoint_on_network, load_balancer_container_name, machine_container_name,
     primary_ip, role_selector,
 };
-use crate::docker::types::ContainerInfo;
+use crate::docker::types::{ContainerInfo, ContainerSummary};
 
 /// Weight of a serving control plane.
 pub const SERVING_WEIGHT: u32 = 100;
@@ -97,6 +97,22 @@ pub fn backends(
     out
 }
 
+/// The control plane containers of a cluster, running or not.
+///
+/// # Errors
+/// [`Error`] when the engine cannot list them.
+pub async fn control_plane_containers(
+    ctx: &Context,
+    cluster_name: &str,
+) -> Result<Vec<ContainerSummary>> {
+    ctx.runtime
+        .list_containers(&role_selector(cluster_name, NodeRole::ControlPlane))
+        .await
+        .map_err(Error::runtime(format!(
+            "list control plane containers of cluster {cluster_name}"
+        )))
+}
+
 /// Renders the backends of `cluster` into its load balancer and reloads haproxy when the
 /// configuration changed.
 ///
@@ -129,13 +145,7 @@ pub async fn sync_backends(
         .collect();
     let weights = weights(cluster_name, &control_planes);
 
-    let summaries = ctx
-        .runtime
-        .list_containers(&role_selector(cluster_name, NodeRole::ControlPlane))
-        .await
-        .map_err(Error::runtime(format!(
-            "list control plane containers of cluster {namespace}/{cluster_name}"
-        )))?;
+    let summaries = control_plane_containers(ctx, cluster_name).await?;
     let mut containers = Vec::new();
     for summary in summaries.iter().filter(|s| s.running) {
         if let Some(info) =

@@ -5,13 +5,13 @@ use crate::api::capi::Cluster;
 use crate::api::v1beta2::DockerCluster;
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
-use crate::controllers::loadbalancer::{ip_family, sync_backends};
+use crate::controllers::loadbalancer::{control_plane_containers, ip_family, sync_backends};
 use crate::docker::loadbalancer::{
     LoadBalancerError, LoadBalancerSpec, create_load_balancer, delete_load_balancer,
     find_load_balancer, image, load_balancer_ip, start_load_balancer,
 };
 use crate::docker::network::{NetworkDeletion, delete_network, ensure_network};
-use crate::docker::node::{NodeRole, load_balancer_container_name, role_selector};
+use crate::docker::node::load_balancer_container_name;
 use crate::docker::types::{ContainerInfo, Labels};
 
 /// The load balancer container spec of a DockerCluster.
@@ -226,13 +226,8 @@ pub fn endpoint_moved(endpoint_host: &str, address: &str) -> bool {
 }
 
 async fn has_running_control_planes(ctx: &Context, cluster_name: &str) -> Result<bool> {
-    Ok(ctx
-        .runtime
-        .list_containers(&role_selector(cluster_name, NodeRole::ControlPlane))
-        .await
-        .map_err(Error::runtime(format!(
-            "list control plane containers of cluster {cluster_name}"
-        )))?
+    Ok(control_plane_containers(ctx, cluster_name)
+        .await?
         .iter()
         .any(|c| c.running))
 }

@@ -17,9 +17,9 @@ use crate::api::v1beta2::DockerMachine;
 use crate::controllers::conditions::condition;
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
+use crate::controllers::loadbalancer::control_plane_containers;
 use crate::controllers::tasks::TaskState;
 use crate::docker::loadbalancer::find_load_balancer;
-use crate::docker::node::{NodeRole, role_selector};
 
 /// Pause before a stopped container that waits for its load balancer or a control plane is
 /// looked at again.
@@ -125,13 +125,7 @@ pub async fn cluster_running(ctx: &Context, cluster_name: &str) -> Result<Cluste
     let load_balancer = find_load_balancer(ctx.runtime.as_ref(), cluster_name)
         .await?
         .map(|lb| lb.running);
-    let control_planes = ctx
-        .runtime
-        .list_containers(&role_selector(cluster_name, NodeRole::ControlPlane))
-        .await
-        .map_err(Error::runtime(format!(
-            "list control plane containers of cluster {cluster_name}"
-        )))?;
+    let control_planes = control_plane_containers(ctx, cluster_name).await?;
     Ok(ClusterRunning {
         load_balancer,
         control_planes: control_planes.len(),
