@@ -16,6 +16,8 @@ pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
 pub const DOCKER_CLUSTER_FINALIZER: &str = "dockercluster.infrastructure.cluster.x-k8s.io";
 /// Our finalizer on DockerMachines.
 pub const DOCKER_MACHINE_FINALIZER: &str = "dockermachine.infrastructure.cluster.x-k8s.io";
+/// Our finalizer on DockerMachinePools.
+pub const DOCKER_MACHINE_POOL_FINALIZER: &str = "dockermachinepool.infrastructure.cluster.x-k8s.io";
 
 /// The kind of a Cluster API core object.
 pub fn capi(kind: &str) -> ApiResource {
@@ -210,13 +212,8 @@ impl Env {
         self.create_machine_with(cluster, name, &spec).await
     }
 
-    /// Creates a Machine as described and its DockerMachine, owned by it.
-    pub async fn create_machine_with(
-        &self,
-        cluster: &str,
-        name: &str,
-        spec: &MachineSpec,
-    ) -> (DynamicObject, DynamicObject) {
+    /// A Machine as described, pointing to the DockerMachine of the same name (not created).
+    pub fn machine(&self, cluster: &str, name: &str, spec: &MachineSpec) -> Value {
         let mut labels = self.labels(cluster);
         if spec.control_plane {
             labels["cluster.x-k8s.io/control-plane"] = json!("");
@@ -234,17 +231,25 @@ impl Env {
         if let Some(fd) = &spec.failure_domain {
             machine_spec["failureDomain"] = json!(fd);
         }
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2",
+            "kind": "Machine",
+            "metadata": {"name": name, "labels": labels},
+            "spec": machine_spec
+        })
+    }
+
+    /// Creates a Machine as described and its DockerMachine, owned by it.
+    pub async fn create_machine_with(
+        &self,
+        cluster: &str,
+        name: &str,
+        spec: &MachineSpec,
+    ) -> (DynamicObject, DynamicObject) {
         let machine = self
-            .create(
-                &capi("Machine"),
-                json!({
-                    "apiVersion": "cluster.x-k8s.io/v1beta2",
-                    "kind": "Machine",
-                    "metadata": {"name": name, "labels": labels},
-                    "spec": machine_spec
-                }),
-            )
+            .create(&capi("Machine"), self.machine(cluster, name, spec))
             .await;
+        let labels = machine.metadata.labels.clone().unwrap_or_default();
         let image = spec
             .image
             .clone()
@@ -288,6 +293,12 @@ impl Env {
     pub async fn finish_machine_deletion(&self, name: &str, timeout: Duration) {
         self.delete(&infra("DockerMachine"), name).await;
         self.wait_gone(&infra("DockerMachine"), name, timeout).await;
+        self.release_machine(name, timeout).await;
+    }
+
+    /// Plays core once a deleting Machine's infrastructure is gone: removes its finalizer and
+    /// waits until it is gone.
+    pub async fn release_machine(&self, name: &str, timeout: Duration) {
         self.merge_patch(
             &capi("Machine"),
             name,

@@ -8,6 +8,8 @@ use std::process::Command;
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 /// The label the provider puts on a node container of a Machine in a failure domain.
 pub const FAILURE_DOMAIN_LABEL: &str = "io.x-k8s.cluster.failureDomain";
+/// The label the provider puts on a container of a DockerMachinePool.
+pub const MACHINE_POOL_LABEL: &str = "docker.cluster.x-k8s.io/machine-pool";
 /// Where the haproxy configuration lives in the load balancer container.
 pub const HAPROXY_CONFIG: &str = "/usr/local/etc/haproxy/haproxy.cfg";
 /// Where the kubeadm stand-in of the node image records its runs.
@@ -97,18 +99,33 @@ fn docker_lines(args: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Container names of a cluster (running or not), sorted.
-pub fn cluster_containers(cluster: &str) -> Vec<String> {
-    let mut names = docker_lines(&[
-        "ps",
-        "-a",
-        "--filter",
-        &format!("label={CLUSTER_LABEL}={cluster}"),
-        "--format",
-        "{{.Names}}",
-    ]);
+/// Container names carrying all of some `key=value` labels (running or not), sorted.
+fn containers_labelled(labels: &[String]) -> Vec<String> {
+    let mut args = vec!["ps", "-a", "--format", "{{.Names}}"];
+    for label in labels {
+        args.extend(["--filter", label.as_str()]);
+    }
+    let mut names = docker_lines(&args);
     names.sort();
     names
+}
+
+/// Container names of a cluster (running or not), sorted.
+pub fn cluster_containers(cluster: &str) -> Vec<String> {
+    containers_labelled(&[format!("label={CLUSTER_LABEL}={cluster}")])
+}
+
+/// Container names of a cluster's DockerMachinePool (running or not), sorted.
+pub fn pool_containers(cluster: &str, pool: &str) -> Vec<String> {
+    containers_labelled(&[
+        format!("label={CLUSTER_LABEL}={cluster}"),
+        format!("label={MACHINE_POOL_LABEL}={pool}"),
+    ])
+}
+
+/// Whether a container is running.
+pub fn container_running(container: &str) -> bool {
+    docker(&["inspect", "--format", "{{.State.Running}}", container]).1 == "true"
 }
 
 /// `docker ps -a` of the containers of some clusters, for failure reports.

@@ -231,16 +231,18 @@ impl Env {
             for file in [
                 "cluster.x-k8s.io_clusters.yaml",
                 "cluster.x-k8s.io_machines.yaml",
+                "cluster.x-k8s.io_machinepools.yaml",
             ] {
                 crds.push(crd_from_file(&reference.join(file)));
             }
         } else {
             println!(
-                "note: {} not found; using minimal Cluster and Machine CRDs",
+                "note: {} not found; using minimal Cluster, Machine and MachinePool CRDs",
                 reference.display()
             );
             crds.push(minimal_capi_crd("Cluster", "clusters"));
             crds.push(minimal_capi_crd("Machine", "machines"));
+            crds.push(minimal_capi_crd("MachinePool", "machinepools"));
         }
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         for crd in &crds {

@@ -16,6 +16,7 @@ pub mod docker;
 pub mod env;
 pub mod manager;
 pub mod observe;
+pub mod pool;
 pub mod report;
 pub mod shipped;
 pub mod tls;
@@ -29,6 +30,7 @@ pub use crate::core::*;
 pub use crate::docker::*;
 pub use crate::env::{Env, Management, NAMESPACE, client_for};
 pub use crate::manager::manager_binary;
+pub use crate::pool::*;
 
 /// The root of the workspace (where `config/`, `src/` and `e2e/` are).
 pub fn workspace_root() -> PathBuf {

@@ -23,8 +23,10 @@ fn kinds() -> Vec<kube::api::ApiResource> {
     vec![
         capi("Cluster"),
         capi("Machine"),
+        capi("MachinePool"),
         infra("DockerCluster"),
         infra("DockerMachine"),
+        infra("DockerMachinePool"),
         infra("DockerMachineTemplate"),
     ]
 }

@@ -1,0 +1,229 @@
+//! Scenario 9 (issue 12): a MachinePool with a DockerMachinePool, the suite playing core's
+//! MachinePool controller. Scaled 0 → 3 → 1 → 0 over three failure domains, the manager killed
+//! once in the middle of the scale-up, the `cluster.x-k8s.io/delete-machine` Machine removed
+//! first on scale-down; then deleting the pool and the cluster as core does leaves no container,
+//! volume, network, object or finalizer behind.
+
+use std::time::Duration;
+
+use capd_e2e::*;
+use kube::api::DynamicObject;
+use serde_json::json;
+
+use crate::PROVISION;
+
+const DOMAINS: [&str; 3] = ["fd1", "fd2", "fd3"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() {
+    let mut env = Env::scenario("pool", &[]).await;
+    let name = env.cluster_name();
+    env.create_kubeconfig_secret(&name).await;
+    let domains: Vec<_> = DOMAINS.iter().map(|d| json!({"name": d})).collect();
+    env.provisioned_cluster(&name, json!({"failureDomains": domains}))
+        .await;
+    // The pool's workers join a control plane that is already up.
+    env.mark_control_plane_initialized(&name).await;
+    env.create_secret(
+        "pool-bootstrap",
+        &cloud_config_running(3, "kubeadm join --config /etc/capd-test/config.yaml"),
+    )
+    .await;
+    let pool = env
+        .create_machine_pool(&name, "pool", 0, &DOMAINS, "pool-bootstrap")
+        .await;
+    let dmp = eventually(
+        Duration::from_secs(30),
+        "the DockerMachinePool to be reconciled",
+        || async {
+            let dmp = env.get(&infra("DockerMachinePool"), &pool.name).await?;
+            (dmp.data["status"]["infrastructureMachineKind"] == "DockerMachine").then_some(dmp)
+        },
+    )
+    .await;
+    assert_eq!(
+        dmp.metadata.finalizers,
+        Some(vec![DOCKER_MACHINE_POOL_FINALIZER.to_string()])
+    );
+    env.wait_machine_pool_at(&pool, 0, PROVISION).await;
+
+    // 0 -> 3, the manager killed (SIGKILL) once the first container is there.
+    env.scale_machine_pool(&pool, 3).await;
+    let early = env
+        .playing_machine_pool(
+            &pool,
+            eventually(PROVISION, "a first pool container", || async {
+                let containers = pool_containers(&name, &pool.name);
+                (!containers.is_empty()).then_some(containers)
+            }),
+        )
+        .await;
+    let early_ids: Vec<String> = early.iter().map(|c| container_id(c)).collect();
+    env.stop_manager(true);
+    env.start_manager();
+    env.wait_ready().await;
+    let (dmp, dms) = env.wait_machine_pool_at(&pool, 3, PROVISION).await;
+    let containers = pool_containers(&name, &pool.name);
+    for (container, id) in early.iter().zip(&early_ids) {
+        assert!(containers.contains(container), "{container} was kept");
+        assert_eq!(&container_id(container), id, "{container} is the same");
+    }
+    let mut expected = containers.clone();
+    expected.push(format!("{name}-lb"));
+    expected.sort();
+    assert_eq!(
+        cluster_containers(&name),
+        expected,
+        "no duplicate container"
+    );
+    assert_pool(&name, &dmp, &dms, &containers);
+    let mut spread: Vec<String> = containers
+        .iter()
+        .map(|c| container_label(c, FAILURE_DOMAIN_LABEL))
+        .collect();
+    spread.sort();
+    assert_eq!(spread, DOMAINS, "one container per failure domain");
+    for container in &containers {
+        assert_eq!(kubeadm_runs(container), 1, "{container} bootstrapped once");
+    }
+    let volumes: Vec<String> = containers
+        .iter()
+        .flat_map(|c| container_volumes(c))
+        .collect();
+    assert!(!volumes.is_empty(), "pool nodes have anonymous volumes");
+
+    // 3 -> 1: the Machine annotated `cluster.x-k8s.io/delete-machine` goes first. It is the
+    // oldest, which the default order (newest first) would keep.
+    let mut machines = env.pool_objects(&capi("Machine"), &pool).await;
+    machines.sort_by_key(|m| {
+        (
+            m.metadata.creation_timestamp.clone(),
+            m.metadata.name.clone(),
+        )
+    });
+    let victim = machines[0].metadata.name.clone().unwrap();
+    env.merge_patch(
+        &capi("Machine"),
+        &victim,
+        json!({"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: ""}}}),
+    )
+    .await;
+    env.scale_machine_pool(&pool, 1).await;
+    let (dmp, dms) = env.wait_machine_pool_at(&pool, 1, PROVISION).await;
+    let remaining = pool_containers(&name, &pool.name);
+    assert!(
+        !remaining.contains(&format!("{name}-{victim}")),
+        "the annotated Machine's container is removed"
+    );
+    assert!(env.get(&capi("Machine"), &victim).await.is_none());
+    assert!(
+        containers.contains(&remaining[0]),
+        "a surviving container is kept, not replaced"
+    );
+    assert_pool(&name, &dmp, &dms, &remaining);
+
+    // 1 -> 0.
+    env.scale_machine_pool(&pool, 0).await;
+    let (dmp, dms) = env.wait_machine_pool_at(&pool, 0, PROVISION).await;
+    assert!(dms.is_empty());
+    assert_eq!(
+        dmp.data["spec"]["providerIDList"]
+            .as_array()
+            .map_or(0, Vec::len),
+        0
+    );
+    assert_eq!(cluster_containers(&name), vec![format!("{name}-lb")]);
+    assert_eq!(
+        env.manager_log().matches("Started bootstrap").count(),
+        3,
+        "one bootstrap launch per container, across the kill"
+    );
+
+    // Deleting the pool, then the cluster, as core does: nothing is left.
+    env.delete_machine_pool_as_core(&pool, Duration::from_secs(90))
+        .await;
+    env.delete_cluster_as_core(&name, Duration::from_secs(90))
+        .await;
+    assert_eq!(cluster_containers(&name), Vec::<String>::new());
+    let left: Vec<&String> = volumes.iter().filter(|v| volume_exists(v)).collect();
+    assert!(left.is_empty(), "volumes left: {left:?}");
+    assert!(
+        !network_exists(&env.network),
+        "the cluster network is removed"
+    );
+    for kind in [
+        capi("Cluster"),
+        capi("Machine"),
+        capi("MachinePool"),
+        infra("DockerCluster"),
+        infra("DockerMachine"),
+        infra("DockerMachinePool"),
+    ] {
+        let left = env.api(&kind).list(&Default::default()).await.unwrap();
+        assert!(
+            left.items.is_empty(),
+            "{} left: {:?}",
+            kind.kind,
+            left.items
+        );
+    }
+}
+
+/// What a user sees of a pool settled at `containers.len()` replicas: running containers named
+/// `<cluster>-worker-<suffix>`, one provisioned DockerMachine each (owned by the pool and by
+/// core's Machine), the sorted provider ID list, the replica count and Ready conditions.
+fn assert_pool(cluster: &str, dmp: &DynamicObject, dms: &[DynamicObject], containers: &[String]) {
+    let prefix = format!("{cluster}-worker-");
+    for container in containers {
+        assert!(container.starts_with(&prefix), "{container}");
+        assert!(container_running(container), "{container} runs");
+    }
+    let names: Vec<String> = dms
+        .iter()
+        .map(|dm| format!("{cluster}-{}", dm.metadata.name.as_deref().unwrap()))
+        .collect();
+    assert_eq!(names, containers, "one DockerMachine per container");
+    for dm in dms {
+        let dm_name = dm.metadata.name.clone().unwrap();
+        assert_eq!(
+            dm.data["spec"]["providerID"],
+            json!(format!("docker:////{cluster}-{dm_name}"))
+        );
+        assert_eq!(condition_state(dm, "Ready").unwrap().0, "True", "{dm_name}");
+        let owners: Vec<(String, Option<bool>)> = dm
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| (r.kind.clone(), r.controller))
+            .collect();
+        assert!(
+            owners.iter().any(|o| o.0 == "DockerMachinePool"),
+            "{owners:?}"
+        );
+        assert!(
+            owners.contains(&("Machine".into(), Some(true))),
+            "{owners:?}"
+        );
+        let labels = dm.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get(POOL_NAME_LABEL).map(String::as_str),
+            Some("pool")
+        );
+    }
+    let ids: Vec<String> = containers
+        .iter()
+        .map(|c| format!("docker:////{c}"))
+        .collect();
+    assert_eq!(dmp.data["spec"]["providerIDList"], json!(ids), "sorted IDs");
+    assert_eq!(dmp.data["status"]["replicas"], json!(containers.len()));
+    assert_eq!(dmp.data["status"]["ready"], json!(true));
+    for type_ in ["Ready", "ReplicasReady"] {
+        assert_eq!(
+            condition_state(dmp, type_).map(|c| c.0).as_deref(),
+            Some("True"),
+            "{type_}: {:?}",
+            condition(dmp, type_)
+        );
+    }
+}
