@@ -22,6 +22,7 @@ fn the_expected_templates_ship() {
     assert_eq!(
         template_files(),
         [
+            "cluster-template-development-mp.yaml",
             "cluster-template-development.yaml",
             "cluster-template.yaml",
             CLUSTERCLASS
@@ -127,6 +128,16 @@ fn defaults_apply_and_values_override_them() {
     assert_eq!(topology["controlPlane"]["replicas"], 1);
     assert_eq!(topology["workers"]["machineDeployments"][0]["replicas"], 1);
     assert_eq!(topology["variables"][3]["value"]["enabled"], true);
+    let pools = render("cluster-template-development-mp.yaml", &demo());
+    let pool_topology = &find(&pools, "Cluster", "demo")["spec"]["topology"];
+    assert_eq!(
+        pool_topology["workers"],
+        json!({"machinePools": [{"class": "default-worker", "name": "mp-0", "replicas": 1}]}),
+        "the development flavor with a pool instead of a deployment"
+    );
+    for pointer in ["/version", "/controlPlane", "/variables", "/classRef"] {
+        assert_eq!(pool_topology.pointer(pointer), topology.pointer(pointer));
+    }
 
     let mut custom = demo();
     custom.extend(values(&[
@@ -159,6 +170,10 @@ fn defaults_apply_and_values_override_them() {
     let dev = render("cluster-template-development.yaml", &custom);
     let variables = &find(&dev, "Cluster", "demo")["spec"]["topology"]["variables"];
     assert_eq!(variables[3]["value"]["enabled"], false);
+    let pools = render("cluster-template-development-mp.yaml", &custom);
+    let topology = &find(&pools, "Cluster", "demo")["spec"]["topology"];
+    assert_eq!(topology["workers"]["machinePools"][0]["replicas"], 0);
+    assert_eq!(topology["variables"][3]["value"]["enabled"], false);
 }
 
 #[test]
@@ -246,6 +261,20 @@ fn the_readme_documents_every_template_variable() {
 }
 
 #[test]
+fn the_readme_lists_every_flavor() {
+    let listed = readme::flavors();
+    let shipped: Vec<(String, String)> = flavors()
+        .into_iter()
+        .map(|f| (f.clone(), flavor_file(&f)))
+        .collect();
+    let sorted = |mut v: Vec<(String, String)>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(listed), sorted(shipped));
+}
+
+#[test]
 fn the_readme_quick_start_generates_a_valid_cluster() {
     let (flavor, v) = readme::quick_start();
     assert!(
@@ -322,6 +351,20 @@ fn mistakes_in_a_rendered_template_are_reported() {
     assert_eq!(missing.len(), 2, "{missing:?}");
     assert_eq!(missing[0], "spec.template: required field is missing");
     assert!(missing[1].starts_with("spec.templat: unknown field"));
+    // An instance setting written where a DockerMachineTemplate (or CAPD 1.14's
+    // DevMachinePoolTemplate) has it, not under the pool's `template`.
+    let misplaced = problems_after_edit(
+        CLUSTERCLASS,
+        "      template: {}",
+        "      customImage: kindest/node:v1.34.0",
+        "DockerMachinePoolTemplate",
+        "quick-start-default-worker-machinepooltemplate",
+    );
+    assert_eq!(misplaced.len(), 1, "{misplaced:?}");
+    assert!(
+        misplaced[0].starts_with("spec.template.spec.customImage: unknown field"),
+        "{misplaced:?}"
+    );
 
     if skip_capi("mistakes_in_a_rendered_template_are_reported") {
         return;

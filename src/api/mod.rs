@@ -45,6 +45,9 @@ pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// Label Cluster API puts on control plane Machines (value is empty).
 pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 
+/// Annotation that marks a Machine to be removed first when its pool or set scales down.
+pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
+
 /// Label naming the MachinePool a Machine belongs to.
 pub const MACHINE_POOL_NAME_LABEL: &str = "cluster.x-k8s.io/pool-name";
 

@@ -17,8 +17,12 @@ use serde_json::{Value, json};
 
 use super::error::{Error, Result};
 
-/// Field manager of everything the controllers apply.
+/// Field manager of everything the controllers apply on their own objects.
 pub const FIELD_MANAGER: &str = "capd-rs-manager";
+
+/// Field manager of the DockerMachines a DockerMachinePool makes (their labels, owner reference
+/// and spec), apart from what the DockerMachine controller applies on them.
+pub const POOL_FIELD_MANAGER: &str = "capd-rs-dockermachinepool";
 
 fn params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
@@ -66,9 +70,24 @@ pub async fn apply_object<K>(api: &Api<K>, name: &str, body: Value) -> Result<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    api.patch(name, &params(), &Patch::Apply(body))
-        .await
-        .map_err(Error::kube(format!("apply {} {name}", K::kind(&()))))
+    apply_object_as(api, name, body, FIELD_MANAGER).await
+}
+
+/// [`apply_object`] with another field manager.
+///
+/// # Errors
+/// [`Error::Kube`] when the API server refuses.
+pub async fn apply_object_as<K>(api: &Api<K>, name: &str, body: Value, manager: &str) -> Result<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(body),
+    )
+    .await
+    .map_err(Error::kube(format!("apply {} {name}", K::kind(&()))))
 }
 
 #[cfg(test)]

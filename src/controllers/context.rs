@@ -17,7 +17,7 @@ use super::backoff::ErrorBackoff;
 use super::error::{Error, Result, is_not_found};
 use super::tasks::TaskRegistry;
 use super::workload::WorkloadClients;
-use crate::api::capi::{Cluster, Machine};
+use crate::api::capi::{Cluster, Machine, MachinePool};
 use crate::api::v1beta2::DockerCluster;
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
@@ -32,6 +32,8 @@ pub struct Stores {
     pub machines: Store<DeserializeGuard<Machine>>,
     /// DockerClusters.
     pub docker_clusters: Store<DockerCluster>,
+    /// Cluster API MachinePools (decoded tolerantly; empty when machine pools are off).
+    pub machine_pools: Store<DeserializeGuard<MachinePool>>,
 }
 
 /// Everything a reconcile needs besides the object itself.

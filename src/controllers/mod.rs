@@ -1,4 +1,4 @@
-//! The controllers: DockerCluster, DockerMachine and DockerMachineTemplate.
+//! The controllers: DockerCluster, DockerMachine, DockerMachinePool and DockerMachineTemplate.
 //!
 //! Each reconcile follows the same phases: fetch (the object, its owners, the containers) →
 //! decide (pure functions, unit tested) → apply (Docker engine, Kubernetes API) → status
@@ -10,6 +10,7 @@ pub mod conditions;
 pub mod context;
 pub mod dockercluster;
 pub mod dockermachine;
+pub mod dockermachinepool;
 pub mod error;
 pub mod loadbalancer;
 pub mod meta;

@@ -23,12 +23,14 @@ use super::tasks::TaskRegistry;
 use super::watches::{
     ChangeFilter, cluster_fingerprint_for_docker_cluster, cluster_fingerprint_for_docker_machines,
     cluster_to_docker_cluster, docker_cluster_cluster, docker_cluster_fingerprint,
-    docker_machines_of_cluster, log_invalid, machine_fingerprint, machine_to_docker_machine,
+    docker_machine_fingerprint_for_pool, docker_machine_pools_of_cluster, docker_machine_to_pool,
+    docker_machines_of_cluster, log_invalid, machine_fingerprint, machine_pool_fingerprint,
+    machine_pool_to_docker_machine_pool, machine_to_docker_machine,
 };
 use super::workload::WorkloadClients;
-use super::{dockercluster, dockermachine, template};
-use crate::api::capi::{Cluster, Machine};
-use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachineTemplate};
+use super::{dockercluster, dockermachine, dockermachinepool, template};
+use crate::api::capi::{Cluster, Machine, MachinePool};
+use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachinePool, DockerMachineTemplate};
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
 use crate::manager::{self, ControllerTask, error_chain};
@@ -168,6 +170,13 @@ pub fn start(
         manager.metrics.register_controller(name, concurrency);
         manager.readiness.require(name);
     }
+    if config.machine_pools {
+        manager.metrics.register_controller(
+            dockermachinepool::CONTROLLER,
+            config.concurrency.docker_machine_pool,
+        );
+        manager.readiness.require(dockermachinepool::CONTROLLER);
+    }
 
     let clusters = SharedWatch::new(
         api::<DeserializeGuard<Cluster>>(&client, namespace),
@@ -194,6 +203,29 @@ pub fn start(
         watch_config(),
         "DockerMachineTemplate",
     );
+    // Machine pools: watched only when their controller runs (their CRDs may not exist otherwise).
+    let pool_watches = config.machine_pools.then(|| {
+        (
+            SharedWatch::new(
+                api::<DeserializeGuard<MachinePool>>(&client, namespace),
+                watch_config(),
+                "MachinePool",
+            ),
+            SharedWatch::new(
+                api::<DockerMachinePool>(&client, namespace),
+                watch_config(),
+                "DockerMachinePool",
+            ),
+        )
+    });
+    let pool_subscriptions = pool_watches.as_ref().map(|(machine_pools, pools)| {
+        (
+            machine_pools.subscribe(),
+            pools.subscribe(),
+            clusters.subscribe(),
+            docker_machines.subscribe(),
+        )
+    });
     let subscriptions = (
         clusters.subscribe(),
         clusters.subscribe(),
@@ -233,6 +265,9 @@ pub fn start(
             clusters: cluster_store,
             machines: machine_store.clone(),
             docker_clusters: dc_store.clone(),
+            machine_pools: pool_watches
+                .as_ref()
+                .map_or_else(|| reflector::store().0, |(mp, _)| mp.reader.clone()),
         },
         tasks: TaskRegistry::new(trigger_tx),
         workload: WorkloadClients::new(config.workload_client_qps, config.workload_client_burst),
@@ -370,7 +405,45 @@ pub fn start(
     let (run_dms, dms_synced) = docker_machines.into_driver();
     let (run_templates, templates_synced) = templates.into_driver();
     let readiness = manager.readiness.clone();
-    let ready = futures::future::join3(
+    let pools = match (pool_watches, pool_subscriptions) {
+        (
+            Some(watches),
+            Some((
+                Some(machine_pool_events),
+                Some(pool_events),
+                Some(cluster_events),
+                Some(dm_events),
+            )),
+        ) => Some(pool_controller(
+            ctx.clone(),
+            watches,
+            PoolEvents {
+                machine_pools: machine_pool_events,
+                pools: pool_events,
+                clusters: cluster_events,
+                docker_machines: dm_events,
+            },
+            vec![clusters_synced.clone(), dms_synced.clone()],
+            &stop,
+        )),
+        (Some(_), _) => {
+            tracing::error!(
+                "A shared watch refused a subscriber; the DockerMachinePool controller does not run"
+            );
+            None
+        }
+        (None, _) => None,
+    };
+    let (pool_task, run_pool_watches, pool_ready) = match pools {
+        Some(pools) => (Some(pools.task), pools.watches, pools.ready),
+        None => (
+            None,
+            futures::future::ready(()).boxed(),
+            futures::future::ready(()).boxed(),
+        ),
+    };
+    let ready = futures::future::join4(
+        pool_ready,
         ready_when_synced(
             readiness.clone(),
             dockercluster::CONTROLLER,
@@ -385,8 +458,10 @@ pub fn start(
     );
     let watches_stop = stop.clone();
     let watches = async move {
-        let all =
-            futures::future::join5(run_clusters, run_machines, run_dcs, run_dms, run_templates);
+        let all = futures::future::join(
+            futures::future::join5(run_clusters, run_machines, run_dcs, run_dms, run_templates),
+            run_pool_watches,
+        );
         tokio::select! {
             _ = all => tracing::warn!("The watches ended"),
             () = watches_stop.cancelled() => {}
@@ -402,7 +477,8 @@ pub fn start(
     };
 
     let (ctx_dc, ctx_dm, ctx_template) = (ctx.clone(), ctx.clone(), ctx.clone());
-    vec![
+    let mut tasks: Vec<ControllerTask> = pool_task.into_iter().collect();
+    tasks.extend([
         ControllerTask {
             name: "watches",
             future: watches.boxed(),
@@ -452,5 +528,126 @@ pub fn start(
             ))
             .boxed(),
         },
-    ]
+    ]);
+    tasks
+}
+
+/// The subscriptions the DockerMachinePool controller reads.
+struct PoolEvents {
+    machine_pools: reflector::ReflectHandle<DeserializeGuard<MachinePool>>,
+    pools: reflector::ReflectHandle<DockerMachinePool>,
+    clusters: reflector::ReflectHandle<DeserializeGuard<Cluster>>,
+    docker_machines: reflector::ReflectHandle<DockerMachine>,
+}
+
+/// The DockerMachinePool controller, its own watches and its readiness.
+struct PoolController {
+    task: ControllerTask,
+    watches: BoxFuture<'static, ()>,
+    ready: BoxFuture<'static, ()>,
+}
+
+/// Builds the DockerMachinePool controller: its own objects, MachinePools through their
+/// infrastructure reference, the DockerMachines it made (owner reference), and the Clusters of
+/// its MachinePools. `synced` are the shared watches it reads besides its own.
+fn pool_controller(
+    ctx: Arc<Context>,
+    (machine_pools, pools): (
+        SharedWatch<DeserializeGuard<MachinePool>>,
+        SharedWatch<DockerMachinePool>,
+    ),
+    events: PoolEvents,
+    mut synced: Vec<watch::Receiver<bool>>,
+    stop: &CancellationToken,
+) -> PoolController {
+    let manager = ctx.manager.clone();
+    let pool_store = pools.reader.clone();
+    let machine_pool_store = machine_pools.reader.clone();
+    let queue = QueueDepth::new(
+        dockermachinepool::CONTROLLER,
+        manager.metrics.clone(),
+        pool_store.clone(),
+    );
+    let (mp_filter, dm_filter, cluster_filter) = (
+        ChangeFilter::default(),
+        ChangeFilter::default(),
+        ChangeFilter::default(),
+    );
+    let (queue_own, queue_mps, queue_dms, queue_clusters) =
+        (queue.clone(), queue.clone(), queue.clone(), queue.clone());
+    let own = events.pools.map(move |object| {
+        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+        object
+    });
+    let controller = Controller::for_shared_stream(own, pool_store)
+        .with_config(
+            ControllerConfig::default().concurrency(manager.config.concurrency.docker_machine_pool),
+        )
+        .watches_shared_stream(
+            events.machine_pools,
+            move |guarded: Arc<DeserializeGuard<MachinePool>>| {
+                log_invalid(&guarded, "MachinePool");
+                let machine_pool = guarded.0.as_ref().ok()?;
+                let uid = machine_pool.metadata.uid.clone().unwrap_or_default();
+                mp_filter
+                    .changed(&uid, &machine_pool_fingerprint(machine_pool))
+                    .then(|| machine_pool_to_docker_machine_pool(machine_pool))
+                    .flatten()
+                    .map(|object| queue_mps.requested(object))
+            },
+        )
+        .watches_shared_stream(events.docker_machines, move |dm: Arc<DockerMachine>| {
+            let uid = dm.metadata.uid.clone().unwrap_or_default();
+            dm_filter
+                .changed(&uid, &docker_machine_fingerprint_for_pool(&dm))
+                .then(|| docker_machine_to_pool(&dm))
+                .flatten()
+                .map(|object| queue_dms.requested(object))
+        })
+        .watches_shared_stream(
+            events.clusters,
+            move |guarded: Arc<DeserializeGuard<Cluster>>| {
+                let Ok(cluster) = guarded.0.as_ref() else {
+                    return Vec::new();
+                };
+                let uid = cluster.metadata.uid.clone().unwrap_or_default();
+                if !cluster_filter.changed(&uid, &cluster_fingerprint_for_docker_machines(cluster))
+                {
+                    return Vec::new();
+                }
+                let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+                let name = cluster.metadata.name.clone().unwrap_or_default();
+                docker_machine_pools_of_cluster(&namespace, &name, &machine_pool_store)
+                    .into_iter()
+                    .map(|object| queue_clusters.requested(object))
+                    .collect()
+            },
+        )
+        .graceful_shutdown_on(stop.clone().cancelled_owned());
+    let (run_machine_pools, machine_pools_synced) = machine_pools.into_driver();
+    let (run_pools, pools_synced) = pools.into_driver();
+    synced.extend([machine_pools_synced, pools_synced]);
+    PoolController {
+        task: ControllerTask {
+            name: dockermachinepool::CONTROLLER,
+            future: drain(controller.run(
+                move |object, ctx| {
+                    queue.started(&object);
+                    dockermachinepool::reconcile(object, ctx)
+                },
+                dockermachinepool::error_policy,
+                ctx,
+            ))
+            .boxed(),
+        },
+        watches: futures::future::join(run_machine_pools, run_pools)
+            .map(|_| ())
+            .boxed(),
+        ready: ready_when_synced(
+            manager.readiness.clone(),
+            dockermachinepool::CONTROLLER,
+            synced,
+        )
+        .boxed(),
+    }
 }

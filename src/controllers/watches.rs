@@ -11,10 +11,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use serde::Serialize;
 
 use super::loadbalancer::machine_cluster;
-use super::meta::{cluster_label, owner_cluster, refers_to};
-use crate::api::PAUSED_ANNOTATION;
-use crate::api::capi::{Cluster, Machine};
-use crate::api::v1beta2::{DockerCluster, DockerMachine};
+use super::meta::{cluster_label, owner, owner_cluster, refers_to};
+use crate::api::capi::{Cluster, Machine, MachinePool};
+use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachinePool};
+use crate::api::{GROUP, PAUSED_ANNOTATION};
 
 /// Remembers a fingerprint per object and says whether it changed: a predicate for shared
 /// watch streams (which carry every update).
@@ -140,6 +140,82 @@ pub fn docker_machines_of_cluster(
 /// The name of the Cluster a DockerCluster belongs to (owner, else label).
 pub fn docker_cluster_cluster(docker_cluster: &DockerCluster) -> Option<&str> {
     owner_cluster(&docker_cluster.metadata).or_else(|| cluster_label(&docker_cluster.metadata))
+}
+
+/// What of a MachinePool matters to its DockerMachinePool.
+pub fn machine_pool_fingerprint(machine_pool: &MachinePool) -> impl Serialize + use<> {
+    (
+        machine_pool.metadata.deletion_timestamp.is_some(),
+        machine_pool.metadata.uid.clone(),
+        machine_pool.spec.clone(),
+    )
+}
+
+/// The DockerMachinePool a MachinePool points to.
+pub fn machine_pool_to_docker_machine_pool(
+    machine_pool: &MachinePool,
+) -> Option<ObjectRef<DockerMachinePool>> {
+    let reference = machine_pool
+        .spec
+        .template
+        .spec
+        .infrastructure_ref
+        .as_ref()?;
+    if !refers_to(reference, "DockerMachinePool") {
+        return None;
+    }
+    Some(ObjectRef::new(&reference.name).within(&machine_pool.namespace().unwrap_or_default()))
+}
+
+/// What of a DockerMachine matters to its pool: owners, deletion, provider ID and readiness.
+pub fn docker_machine_fingerprint_for_pool(
+    docker_machine: &DockerMachine,
+) -> impl Serialize + use<> {
+    let status = docker_machine.status.as_ref();
+    (
+        docker_machine.metadata.deletion_timestamp.is_some(),
+        docker_machine
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.clone())
+            .collect::<Vec<_>>(),
+        docker_machine.spec.provider_id.clone(),
+        status.and_then(|s| s.initialization.provisioned),
+        status.and_then(|s| {
+            crate::api::conditions::find_condition(
+                &s.conditions,
+                crate::api::conditions::READY_CONDITION,
+            )
+            .map(crate::api::conditions::Condition::is_true)
+        }),
+    )
+}
+
+/// The DockerMachinePool that made a DockerMachine (its owner reference).
+pub fn docker_machine_to_pool(
+    docker_machine: &DockerMachine,
+) -> Option<ObjectRef<DockerMachinePool>> {
+    let pool = owner(&docker_machine.metadata, GROUP, "DockerMachinePool")?;
+    Some(ObjectRef::new(&pool.name).within(&docker_machine.namespace().unwrap_or_default()))
+}
+
+/// The DockerMachinePools of the cluster `cluster` in `namespace`, through their MachinePools.
+pub fn docker_machine_pools_of_cluster(
+    namespace: &str,
+    cluster: &str,
+    machine_pools: &Store<DeserializeGuard<MachinePool>>,
+) -> Vec<ObjectRef<DockerMachinePool>> {
+    machine_pools
+        .state()
+        .iter()
+        .filter_map(|guarded| guarded.0.as_ref().ok())
+        .filter(|mp| {
+            mp.namespace().as_deref() == Some(namespace) && mp.cluster_name() == Some(cluster)
+        })
+        .filter_map(machine_pool_to_docker_machine_pool)
+        .collect()
 }
 
 /// Logs an object a watch could not decode (once per version of it).

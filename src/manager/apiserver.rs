@@ -33,6 +33,13 @@ pub const REQUIRED_RESOURCES: [(&str, &[&str]); 2] = [
     (CLUSTER_API_GROUP_VERSION, &["clusters", "machines"]),
 ];
 
+/// The resources the DockerMachinePool controller watches besides [`REQUIRED_RESOURCES`]: it runs
+/// only where they are served (see [`missing_machine_pool_resources`]).
+pub const MACHINE_POOL_RESOURCES: [(&str, &[&str]); 2] = [
+    (INFRASTRUCTURE_GROUP_VERSION, &["dockermachinepools"]),
+    (CLUSTER_API_GROUP_VERSION, &["machinepools"]),
+];
+
 /// How long the reachability check may take.
 pub const REACHABILITY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -218,6 +225,26 @@ pub async fn wait_for_crds(
             () = tokio::time::sleep(CRD_POLL_INTERVAL) => {}
         }
     }
+}
+
+/// The [`MACHINE_POOL_RESOURCES`] discovery does not list (`group/version resource`), or the
+/// failure that kept discovery from answering.
+pub async fn missing_machine_pool_resources(client: &Client) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (group_version, wanted) in MACHINE_POOL_RESOURCES {
+        match client.list_api_group_resources(group_version).await {
+            Ok(list) => missing.extend(
+                missing_resources(wanted, &list)
+                    .into_iter()
+                    .map(|r| format!("{group_version} {r}")),
+            ),
+            Err(error) => missing.push(format!(
+                "{group_version} (discovery failed: {})",
+                super::telemetry::error_chain(&error)
+            )),
+        }
+    }
+    missing
 }
 
 #[cfg(test)]

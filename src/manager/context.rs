@@ -27,6 +27,8 @@ pub struct Concurrency {
     pub docker_cluster: u16,
     /// `--dockermachinetemplate-concurrency`.
     pub docker_machine_template: u16,
+    /// `--dockermachinepool-concurrency`.
+    pub docker_machine_pool: u16,
 }
 
 /// The flags the controllers act on.
@@ -39,6 +41,9 @@ pub struct ControllerConfig {
     pub watch_filter: Option<String>,
     /// `--feature-gates`.
     pub feature_gates: FeatureGates,
+    /// Whether the DockerMachinePool controller runs: the `MachinePool` feature gate is on and the
+    /// machine pool CRDs are served.
+    pub machine_pools: bool,
     /// `--docker-network`: the network cluster containers join.
     pub docker_network: String,
     /// `--publish-address`: host address published container ports are bound to.
@@ -111,6 +116,7 @@ mod tests {
             namespace: None,
             watch_filter: watch_filter.map(str::to_owned),
             feature_gates: FeatureGates::default(),
+            machine_pools: true,
             docker_network: "kind".to_owned(),
             publish_address: std::net::Ipv4Addr::LOCALHOST.into(),
             sync_period: Duration::from_secs(600),
@@ -118,6 +124,7 @@ mod tests {
                 docker_machine: 100,
                 docker_cluster: 50,
                 docker_machine_template: 50,
+                docker_machine_pool: 50,
             },
             workload_client_qps: 20.0,
             workload_client_burst: 30,

@@ -134,6 +134,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         dockermachine_concurrency,
         dockercluster_concurrency,
         dockermachinetemplate_concurrency,
+        dockermachinepool_concurrency,
         kube_api_qps,
         kube_api_burst,
         clustercache_client_qps,
@@ -181,6 +182,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     let controller_config = ControllerConfig {
         namespace: Some(namespace).filter(|ns| !ns.is_empty()),
         watch_filter: Some(watch_filter).filter(|f| !f.is_empty()),
+        machine_pools: feature_gates.enabled(Feature::MachinePool),
         feature_gates,
         docker_network,
         publish_address,
@@ -189,6 +191,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
             docker_machine: dockermachine_concurrency,
             docker_cluster: dockercluster_concurrency,
             docker_machine_template: dockermachinetemplate_concurrency,
+            docker_machine_pool: dockermachinepool_concurrency,
         },
         workload_client_qps: clustercache_client_qps,
         workload_client_burst: clustercache_client_burst,
@@ -276,6 +279,17 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         }
     }
     readiness.mark_ready(CRDS_CHECK);
+    let mut controller_config = controller_config;
+    if controller_config.machine_pools {
+        let missing = apiserver::missing_machine_pool_resources(&client).await;
+        if !missing.is_empty() {
+            tracing::warn!(
+                missing = missing.join(", ").as_str(),
+                "The MachinePool feature gate is on but the machine pool CRDs are not served; the DockerMachinePool controller does not run (install them and restart the manager)"
+            );
+            controller_config.machine_pools = false;
+        }
+    }
 
     let mut elector = leader_config.map(|c| LeaderElector::new(client.clone(), c, metrics.clone()));
     if let Some(elector) = elector.as_mut()

@@ -159,13 +159,14 @@ fn broken_references_are_reported() {
     );
 }
 
-/// The quick-start templates patched for the development flavor rendered with `values`, after
-/// `edit` changed the generated Cluster.
-fn patched(
+/// The quick-start templates patched for `flavor` rendered with `values`, after `edit` changed the
+/// generated Cluster.
+pub(super) fn patched(
+    flavor: &str,
     values: &BTreeMap<String, String>,
     edit: impl FnOnce(&mut Value),
 ) -> Vec<patches::Patched> {
-    let mut objects = generate("development", values);
+    let mut objects = generate(flavor, values);
     let cluster = objects.iter_mut().find(|o| o["kind"] == "Cluster").unwrap();
     edit(cluster);
     let class = find(&objects, "ClusterClass", "quick-start");
@@ -173,7 +174,7 @@ fn patched(
     patches::apply(class, cluster, &objects).unwrap_or_else(|e| panic!("patching failed: {e}"))
 }
 
-fn of<'a>(patched: &'a [patches::Patched], role: &str, kind: &str) -> &'a Value {
+pub(super) fn of<'a>(patched: &'a [patches::Patched], role: &str, kind: &str) -> &'a Value {
     &patched
         .iter()
         .find(|p| p.role == role && p.object["kind"] == kind)
@@ -181,14 +182,14 @@ fn of<'a>(patched: &'a [patches::Patched], role: &str, kind: &str) -> &'a Value 
         .object
 }
 
-fn assert_valid(patched: &[patches::Patched], what: &str) {
+pub(super) fn assert_valid(patched: &[patches::Patched], what: &str) {
     let objects: Vec<Value> = patched.iter().map(|p| p.object.clone()).collect();
     assert_clean(what, &problems_of(what, &objects).0);
 }
 
 #[test]
 fn the_quick_start_patches_give_valid_templates_on_the_kind_image_of_the_version() {
-    let default = patched(&demo(), |_| {});
+    let default = patched("development", &demo(), |_| {});
     assert_eq!(
         default.len(),
         5,
@@ -198,7 +199,7 @@ fn the_quick_start_patches_give_valid_templates_on_the_kind_image_of_the_version
         .iter()
         .find(|p| p.role == "md:default-worker")
         .unwrap();
-    assert_eq!(md.machine_deployment.as_deref(), Some("md-0"));
+    assert_eq!(md.workers.as_deref(), Some("md-0"));
     for role in ["controlPlane", "md:default-worker"] {
         let machine = of(&default, role, "DockerMachineTemplate");
         assert_eq!(
@@ -237,7 +238,7 @@ fn the_quick_start_patches_give_valid_templates_on_the_kind_image_of_the_version
     // Every variable set, an old version with build metadata, Pod Security off.
     let mut old = demo();
     old.insert("KUBERNETES_VERSION".into(), "v1.24.17+build.1".into());
-    let custom = patched(&old, |cluster| {
+    let custom = patched("development", &old, |cluster| {
         let variables = &mut cluster["spec"]["topology"]["variables"];
         variables[0]["value"] = json!("registry.example.com/k8s");
         variables[1]["value"] = json!("3.5.15-0");
@@ -278,7 +279,7 @@ fn the_quick_start_patches_give_valid_templates_on_the_kind_image_of_the_version
 
     let mut off = demo();
     off.insert("POD_SECURITY_STANDARD_ENABLED".into(), "false".into());
-    let off = patched(&off, |_| {});
+    let off = patched("development", &off, |_| {});
     let kcp = &of(&off, "controlPlane", "KubeadmControlPlaneTemplate")["spec"]["template"]["spec"];
     assert!(kcp["kubeadmConfigSpec"].get("files").is_none(), "{kcp}");
     assert!(

@@ -7,6 +7,8 @@ mod class_tests;
 pub mod envsubst;
 pub mod gotemplate;
 pub mod patches;
+#[cfg(test)]
+mod pool_tests;
 pub mod readme;
 pub mod refs;
 pub mod schema;

@@ -4,14 +4,15 @@
 
 use serde_json::{Map, Value, json};
 
-use super::refs::class_template_refs;
+use super::refs::{class_template_refs, worker_role};
 use super::{gotemplate, str_at};
 
 /// A class template after patching, with the role it plays (`controlPlane`,
-/// `infrastructureCluster`, `md:<class>`) and, for workers, the topology machine deployment.
+/// `infrastructureCluster`, `md:<class>`, `mp:<class>`) and, for workers, the name of the topology
+/// machine deployment or machine pool.
 pub struct Patched {
     pub role: String,
-    pub machine_deployment: Option<String>,
+    pub workers: Option<String>,
     pub object: Value,
 }
 
@@ -79,19 +80,20 @@ pub fn apply(class: &Value, cluster: &Value, objects: &[Value]) -> Result<Vec<Pa
                     && str_at(o, "/metadata/name") == str_at(r, "/name")
             })
             .ok_or_else(|| format!("{pointer}: template not found"))?;
-        // One copy per topology machine deployment of the class, one for the other roles.
-        let instances: Vec<(Option<String>, Value)> = match role.strip_prefix("md:") {
-            Some(md_class) => topology
-                .pointer("/workers/machineDeployments")
+        // One copy per topology machine deployment or machine pool of the class, one for the other
+        // roles.
+        let instances: Vec<(Option<String>, Value)> = match worker_role(&role) {
+            Some((workers, class_name)) => topology
+                .pointer(&format!("/workers/{}", workers.field))
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter(|md| str_at(md, "/class") == md_class)
-                .map(|md| {
-                    let name = str_at(md, "/name").to_string();
-                    let builtin = json!({"cluster": builtin_cluster, "machineDeployment": {
-                        "version": version, "class": md_class, "name": name,
-                        "topologyName": name, "replicas": md["replicas"]}});
+                .filter(|w| str_at(w, "/class") == class_name)
+                .map(|w| {
+                    let name = str_at(w, "/name").to_string();
+                    let mut builtin = json!({"cluster": builtin_cluster});
+                    builtin[workers.builtin] = json!({"version": version, "class": class_name,
+                        "name": name, "topologyName": name, "replicas": w["replicas"]});
                     (Some(name), builtin)
                 })
                 .collect(),
@@ -102,7 +104,7 @@ pub fn apply(class: &Value, cluster: &Value, objects: &[Value]) -> Result<Vec<Pa
                 vec![(None, builtin)]
             }
         };
-        for (machine_deployment, builtin) in instances {
+        for (workers, builtin) in instances {
             let mut data = vars.clone();
             data.insert("builtin".into(), builtin);
             let data = Value::Object(data);
@@ -113,7 +115,7 @@ pub fn apply(class: &Value, cluster: &Value, objects: &[Value]) -> Result<Vec<Pa
             }
             patched.push(Patched {
                 role: role.clone(),
-                machine_deployment,
+                workers,
                 object,
             });
         }
@@ -134,11 +136,11 @@ fn apply_patch(patch: &Value, role: &str, data: &Value, object: &mut Value) -> R
         let matches_kind = str_at(selector, "/apiVersion") == str_at(object, "/apiVersion")
             && str_at(selector, "/kind") == str_at(object, "/kind");
         let resources = &selector["matchResources"];
-        let matches_role = match role.strip_prefix("md:") {
-            Some(class) => resources
-                .pointer("/machineDeploymentClass/names")
+        let matches_role = match worker_role(role) {
+            Some((workers, class_name)) => resources
+                .pointer(&format!("/{}/names", workers.selector))
                 .and_then(Value::as_array)
-                .is_some_and(|names| names.iter().any(|n| n == class)),
+                .is_some_and(|names| names.iter().any(|n| n == class_name)),
             None => resources[role] == Value::Bool(true),
         };
         if !(matches_kind && matches_role) {

@@ -4,30 +4,56 @@ use std::collections::BTreeMap;
 
 use super::{repo_root, values};
 
-/// The README's "Template variables" rows: name → (default, templates column).
-pub fn template_variables() -> BTreeMap<String, (String, String)> {
+/// The cells of the rows of the README's table under the heading `section`, header and separator
+/// left out.
+fn table(section: &str) -> Vec<Vec<String>> {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("read README.md");
-    let mut rows = BTreeMap::new();
+    let mut rows = Vec::new();
     let mut inside = false;
     for line in readme.lines() {
         if line.starts_with('#') {
-            inside = line.contains("Template variables");
+            inside = line.trim_start_matches('#').trim() == section;
             continue;
         }
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        if !inside || cells.len() < 6 {
-            continue;
-        }
-        if let Some(name) = cells[1].strip_prefix('`').and_then(|c| c.strip_suffix('`')) {
-            let default = cells[2].trim_matches('`').to_string();
-            rows.insert(name.to_string(), (default, cells[3].to_string()));
+        if inside && line.starts_with('|') && !line.starts_with("|---") {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            rows.push(
+                cells[1..cells.len() - 1]
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect(),
+            );
         }
     }
-    assert!(
-        !rows.is_empty(),
-        "README.md has no Template variables table"
-    );
+    assert!(rows.len() > 1, "README.md has no {section} table");
+    rows.remove(0);
     rows
+}
+
+/// The README's "Template variables" rows: name → (default, templates column).
+pub fn template_variables() -> BTreeMap<String, (String, String)> {
+    let mut rows = BTreeMap::new();
+    for cells in table("Template variables") {
+        if let Some(name) = cells[0].strip_prefix('`').and_then(|c| c.strip_suffix('`')) {
+            let default = cells[1].trim_matches('`').to_string();
+            rows.insert(name.to_string(), (default, cells[2].clone()));
+        }
+    }
+    rows
+}
+
+/// The README's "Flavors" rows: (flavor, `""` for `(none)`; template file).
+pub fn flavors() -> Vec<(String, String)> {
+    table("Flavors")
+        .into_iter()
+        .map(|cells| {
+            let flavor = match cells[0].as_str() {
+                "(none)" => String::new(),
+                other => other.trim_matches('`').to_string(),
+            };
+            (flavor, cells[1].trim_matches('`').to_string())
+        })
+        .collect()
 }
 
 /// The variables of the README's quick-start `clusterctl generate cluster` command, and its flavor.

@@ -1,7 +1,8 @@
 //! Cross-references inside a set of objects that make one cluster: every reference points to an
 //! object of the set with the kind, group (or apiVersion) and name it names, a topology Cluster uses
-//! only classes and variables its ClusterClass defines, and every ClusterClass patch selects a
-//! template of the class and writes to a path the template's schema has.
+//! only classes (of machine deployments and machine pools) and variables its ClusterClass defines,
+//! and every ClusterClass patch selects a template of the class and writes to a path the template's
+//! schema has.
 
 use serde_json::Value;
 
@@ -28,7 +29,7 @@ pub fn check(objects: &[Value]) -> Vec<String> {
                 "/spec/controlPlaneRef".into(),
             ],
             "KubeadmControlPlane" => vec!["/spec/machineTemplate/spec/infrastructureRef".into()],
-            "MachineDeployment" => vec![
+            "MachineDeployment" | "MachinePool" => vec![
                 "/spec/template/spec/bootstrap/configRef".into(),
                 "/spec/template/spec/infrastructureRef".into(),
             ],
@@ -41,7 +42,7 @@ pub fn check(objects: &[Value]) -> Vec<String> {
             }
         }
         match str_at(o, "/kind") {
-            "MachineDeployment" => cluster_name(objects, o, &mut problems),
+            "MachineDeployment" | "MachinePool" => cluster_name(objects, o, &mut problems),
             "ClusterClass" => {
                 for (pointer, _) in class_template_refs(o) {
                     if let Err(e) = template_ref(objects, o, &pointer) {
@@ -105,8 +106,46 @@ fn template_ref(objects: &[Value], class: &Value, pointer: &str) -> Result<(), S
     }
 }
 
+/// One kind of worker class of a ClusterClass and how Cluster API names it.
+pub struct Workers {
+    /// The list under `spec.workers` (class) and `spec.topology.workers` (Cluster).
+    pub field: &'static str,
+    /// The role of its templates: the prefix of `<prefix><class>`.
+    pub role_prefix: &'static str,
+    /// The patch selector's `matchResources` field that names its classes.
+    pub selector: &'static str,
+    /// The `builtin` variable its templates are patched with.
+    pub builtin: &'static str,
+    /// How a message names one of them.
+    pub what: &'static str,
+}
+
+pub const WORKERS: [Workers; 2] = [
+    Workers {
+        field: "machineDeployments",
+        role_prefix: "md:",
+        selector: "machineDeploymentClass",
+        builtin: "machineDeployment",
+        what: "machine deployment",
+    },
+    Workers {
+        field: "machinePools",
+        role_prefix: "mp:",
+        selector: "machinePoolClass",
+        builtin: "machinePool",
+        what: "machine pool",
+    },
+];
+
+/// The worker kind and class of a worker role (`md:<class>`, `mp:<class>`); `None` for the others.
+pub fn worker_role(role: &str) -> Option<(&'static Workers, &str)> {
+    WORKERS
+        .iter()
+        .find_map(|w| role.strip_prefix(w.role_prefix).map(|class| (w, class)))
+}
+
 /// The template references of a ClusterClass, with what a patch selector matches them by:
-/// `controlPlane`, `infrastructureCluster` or `md:<class>`.
+/// `controlPlane`, `infrastructureCluster`, `md:<class>` or `mp:<class>`.
 pub fn class_template_refs(class: &Value) -> Vec<(String, String)> {
     let mut refs = vec![
         (
@@ -127,33 +166,37 @@ pub fn class_template_refs(class: &Value) -> Vec<(String, String)> {
             "controlPlane".into(),
         ));
     }
-    for (i, md) in items(class, "/spec/workers/machineDeployments")
-        .iter()
-        .enumerate()
-    {
-        let role = format!("md:{}", str_at(md, "/class"));
-        for part in ["bootstrap", "infrastructure"] {
-            refs.push((
-                format!("/spec/workers/machineDeployments/{i}/{part}/templateRef"),
-                role.clone(),
-            ));
+    for workers in &WORKERS {
+        let field = workers.field;
+        for (i, worker) in items(class, &format!("/spec/workers/{field}"))
+            .iter()
+            .enumerate()
+        {
+            let role = format!("{}{}", workers.role_prefix, str_at(worker, "/class"));
+            for part in ["bootstrap", "infrastructure"] {
+                refs.push((
+                    format!("/spec/workers/{field}/{i}/{part}/templateRef"),
+                    role.clone(),
+                ));
+            }
         }
     }
     refs
 }
 
-fn cluster_name(objects: &[Value], md: &Value, problems: &mut Vec<String>) {
+/// The Cluster of a MachineDeployment or MachinePool, and of its machine template.
+fn cluster_name(objects: &[Value], workers: &Value, problems: &mut Vec<String>) {
     for pointer in ["/spec/clusterName", "/spec/template/spec/clusterName"] {
-        let name = str_at(md, pointer);
+        let name = str_at(workers, pointer);
         let found = objects.iter().any(|o| {
             str_at(o, "/kind") == "Cluster"
                 && str_at(o, "/metadata/name") == name
-                && namespace_of(o) == namespace_of(md)
+                && namespace_of(o) == namespace_of(workers)
         });
         if !found {
             problems.push(format!(
                 "{}: {pointer}: no Cluster {name:?} next to it",
-                describe(md)
+                describe(workers)
             ));
         }
     }
@@ -239,14 +282,21 @@ fn selected_roles(selector: &Value) -> Vec<String> {
             roles.push(flag.to_string());
         }
     }
-    for name in items(selector, "/matchResources/machineDeploymentClass/names") {
-        roles.push(format!("md:{}", name.as_str().unwrap_or("")));
+    for workers in &WORKERS {
+        let names = format!("/matchResources/{}/names", workers.selector);
+        for name in items(selector, &names) {
+            roles.push(format!(
+                "{}{}",
+                workers.role_prefix,
+                name.as_str().unwrap_or("")
+            ));
+        }
     }
     roles
 }
 
-/// A topology Cluster: its class exists, its machine deployments use classes of it, its variables
-/// are defined by it, and the required ones without a default are set.
+/// A topology Cluster: its class exists, its machine deployments and machine pools use classes of
+/// it, its variables are defined by it, and the required ones without a default are set.
 fn topology(objects: &[Value], cluster: &Value, problems: &mut Vec<String>) {
     let class_name = str_at(cluster, "/spec/topology/classRef/name");
     let class_namespace = cluster
@@ -264,18 +314,24 @@ fn topology(objects: &[Value], cluster: &Value, problems: &mut Vec<String>) {
         ));
         return;
     };
-    let md_classes: Vec<&str> = items(class, "/spec/workers/machineDeployments")
-        .iter()
-        .map(|md| str_at(md, "/class"))
-        .collect();
-    for md in items(cluster, "/spec/topology/workers/machineDeployments") {
-        let name = str_at(md, "/class");
-        if !md_classes.contains(&name) {
-            problems.push(format!(
-                "{}: machine deployment {:?} uses class {name:?}, which {class_name} does not define",
-                describe(cluster),
-                str_at(md, "/name")
-            ));
+    for workers in &WORKERS {
+        let classes: Vec<&str> = items(class, &format!("/spec/workers/{}", workers.field))
+            .iter()
+            .map(|c| str_at(c, "/class"))
+            .collect();
+        for worker in items(
+            cluster,
+            &format!("/spec/topology/workers/{}", workers.field),
+        ) {
+            let name = str_at(worker, "/class");
+            if !classes.contains(&name) {
+                problems.push(format!(
+                    "{}: {} {:?} uses class {name:?}, which {class_name} does not define",
+                    describe(cluster),
+                    workers.what,
+                    str_at(worker, "/name")
+                ));
+            }
         }
     }
     for p in variable_problems(class, items(cluster, "/spec/topology/variables")) {

@@ -10,7 +10,7 @@ use kube::{Resource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{CONTROL_PLANE_LABEL, PAUSED_ANNOTATION};
+use super::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, PAUSED_ANNOTATION};
 
 /// API group of the Cluster API core kinds.
 pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
@@ -343,6 +343,85 @@ impl Machine {
     }
 }
 
+/// What a MachinePool's machines are made from (the parts we read).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinePoolMachineSpec {
+    /// Bootstrap data source of every machine of the pool.
+    #[serde(default)]
+    pub bootstrap: Bootstrap,
+    /// Kubernetes version of the pool's nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The pool's infrastructure object (our DockerMachinePool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure_ref: Option<ContractVersionedObjectReference>,
+}
+
+/// `MachinePool.spec.template`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinePoolTemplate {
+    /// The machine spec of the pool.
+    #[serde(default)]
+    pub spec: MachinePoolMachineSpec,
+}
+
+/// The parts of `MachinePool.spec` we read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinePoolSpec {
+    /// Name of the Cluster the pool belongs to.
+    #[serde(default)]
+    pub cluster_name: String,
+    /// Wanted number of machines; Cluster API defaults it to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Failure domains the pool's machines are spread over.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_domains: Vec<String>,
+    /// What the machines are made from.
+    #[serde(default)]
+    pub template: MachinePoolTemplate,
+}
+
+/// A Cluster API `MachinePool`, reduced to what the DockerMachinePool controller reads.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachinePool {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Desired state.
+    #[serde(default)]
+    pub spec: MachinePoolSpec,
+}
+
+impl MachinePool {
+    /// The wanted number of machines (`spec.replicas`, 1 when unset as Cluster API defaults it).
+    pub fn replicas(&self) -> usize {
+        usize::try_from(self.spec.replicas.unwrap_or(1)).unwrap_or(0)
+    }
+
+    /// Name of the pool's bootstrap data secret, once set.
+    pub fn bootstrap_data_secret_name(&self) -> Option<&str> {
+        self.spec
+            .template
+            .spec
+            .bootstrap
+            .data_secret_name
+            .as_deref()
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Name of the Cluster: `spec.clusterName`, else the cluster-name label.
+    pub fn cluster_name(&self) -> Option<&str> {
+        Some(self.spec.cluster_name.as_str())
+            .filter(|n| !n.is_empty())
+            .or_else(|| self.labels().get(CLUSTER_NAME_LABEL).map(String::as_str))
+            .filter(|n| !n.is_empty())
+    }
+}
+
 /// True when the Cluster is paused or `object` carries the paused annotation (CAPI's rule).
 pub fn is_paused(cluster: &Cluster, object: &ObjectMeta) -> bool {
     cluster.is_paused()
@@ -387,6 +466,7 @@ macro_rules! capi_resource {
 
 capi_resource!(Cluster, "Cluster", "clusters");
 capi_resource!(Machine, "Machine", "machines");
+capi_resource!(MachinePool, "MachinePool", "machinepools");
 
 #[cfg(test)]
 mod tests;

@@ -2,25 +2,43 @@
 
 use ipnetwork::IpNetwork;
 
+use crate::api::MACHINE_POOL_NAME_LABEL;
 use crate::api::capi::Machine;
-use crate::api::v1beta2::{DockerMachine, MachineAddress, MachineAddressType};
+use crate::api::v1beta2::{DockerMachine, MachineAddress, MachineAddressType, Mount};
+use crate::controllers::context::Context;
 use crate::controllers::error::{Error, Result};
 use crate::docker::kind::{KindMode, Mapping, mapping};
+use crate::docker::network::ensure_network;
 use crate::docker::node::{
     self, AddressType, ExtraMount, HostQuirks, IpFamily, NodeRole, NodeSpec, ProxyEnv,
     machine_container_name,
 };
+use crate::docker::types::Labels;
 
 /// The container name of a machine (CAPD: the Machine's name, prefixed with the cluster name
-/// unless it already starts with it).
+/// unless it already starts with it). A machine of a pool (label `cluster.x-k8s.io/pool-name`)
+/// runs in the container its DockerMachinePool created first and named the DockerMachine after,
+/// so its name comes from the DockerMachine, never from the Machine core named at random.
 pub fn container_name(cluster: &str, machine: &Machine, docker_machine: &DockerMachine) -> String {
-    let name = machine
+    let name = if is_pool_machine(docker_machine) {
+        docker_machine.metadata.name.as_deref()
+    } else {
+        machine
+            .metadata
+            .name
+            .as_deref()
+            .or(docker_machine.metadata.name.as_deref())
+    };
+    machine_container_name(cluster, name.unwrap_or_default())
+}
+
+/// Whether a DockerMachine belongs to a DockerMachinePool (label `cluster.x-k8s.io/pool-name`).
+pub fn is_pool_machine(docker_machine: &DockerMachine) -> bool {
+    docker_machine
         .metadata
-        .name
-        .as_deref()
-        .or(docker_machine.metadata.name.as_deref())
-        .unwrap_or_default();
-    machine_container_name(cluster, name)
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(MACHINE_POOL_NAME_LABEL))
 }
 
 /// The node image and how to run it, from the Machine's version and `spec.customImage`.
@@ -28,8 +46,19 @@ pub fn container_name(cluster: &str, machine: &Machine, docker_machine: &DockerM
 /// # Errors
 /// [`Error::NodeImage`] when there is no custom image and the version is missing or invalid.
 pub fn node_image(machine: &Machine, docker_machine: &DockerMachine) -> Result<Mapping> {
-    let custom = Some(docker_machine.spec.custom_image.as_str()).filter(|i| !i.trim().is_empty());
-    match (machine.spec.version.as_deref(), custom) {
+    image_for(
+        machine.spec.version.as_deref(),
+        &docker_machine.spec.custom_image,
+    )
+}
+
+/// The node image for a Kubernetes version and a custom image (empty: none).
+///
+/// # Errors
+/// [`Error::NodeImage`] when there is no custom image and the version is missing or invalid.
+pub fn image_for(version: Option<&str>, custom_image: &str) -> Result<Mapping> {
+    let custom = Some(custom_image).filter(|i| !i.trim().is_empty());
+    match (version, custom) {
         (Some(version), _) => mapping(version, custom).map_err(Error::NodeImage),
         (None, Some(image)) => Ok(Mapping {
             kubernetes_version: String::new(),
@@ -57,6 +86,53 @@ pub struct Environment {
     pub publish_address: String,
 }
 
+impl Environment {
+    /// Reads the engine and the network the node containers join (created when missing).
+    ///
+    /// # Errors
+    /// [`Error`] when the network cannot be ensured or the engine does not answer.
+    pub async fn read(ctx: &Context, family: IpFamily) -> Result<Self> {
+        let runtime = ctx.runtime.as_ref();
+        let network = ensure_network(runtime, ctx.network(), &Labels::new()).await?;
+        let host = runtime
+            .host_info()
+            .await
+            .map_err(Error::runtime("read the Docker host facts"))?;
+        Ok(Environment {
+            network: ctx.network().to_string(),
+            subnets: network.subnets.clone(),
+            family,
+            proxy: ctx.proxy.clone(),
+            quirks: HostQuirks::detect(&host),
+            publish_address: ctx.publish_address(),
+        })
+    }
+
+    /// The spec of a node container `name` of `cluster` in this environment.
+    pub fn node(&self, cluster: &str, name: &str, role: NodeRole, image: &Mapping) -> NodeSpec {
+        let mut spec = NodeSpec::new(cluster, name, role, &image.image, &self.network);
+        spec.mode = image.mode;
+        spec.network_subnets.clone_from(&self.subnets);
+        spec.ip_family = self.family;
+        spec.proxy = self.proxy.clone();
+        spec.host = self.quirks.clone();
+        spec.publish_address.clone_from(&self.publish_address);
+        spec
+    }
+}
+
+/// The host paths a node mounts, from the API's mounts.
+pub fn extra_mounts(mounts: &[Mount]) -> Vec<ExtraMount> {
+    mounts
+        .iter()
+        .map(|m| ExtraMount {
+            container_path: m.container_path.clone(),
+            host_path: m.host_path.clone(),
+            read_only: m.read_only,
+        })
+        .collect()
+}
+
 /// The node container to run for a machine.
 pub fn node_spec(
     cluster: &str,
@@ -71,28 +147,13 @@ pub fn node_spec(
     } else {
         NodeRole::Worker
     };
-    let mut spec = NodeSpec::new(cluster, name, role, &image.image, &env.network);
-    spec.mode = image.mode;
-    spec.network_subnets.clone_from(&env.subnets);
+    let mut spec = env.node(cluster, name, role, image);
     spec.failure_domain = machine
         .spec
         .failure_domain
         .clone()
         .filter(|fd| !fd.is_empty());
-    spec.extra_mounts = docker_machine
-        .spec
-        .extra_mounts
-        .iter()
-        .map(|m| ExtraMount {
-            container_path: m.container_path.clone(),
-            host_path: m.host_path.clone(),
-            read_only: m.read_only,
-        })
-        .collect();
-    spec.ip_family = env.family;
-    spec.proxy = env.proxy.clone();
-    spec.host = env.quirks.clone();
-    spec.publish_address.clone_from(&env.publish_address);
+    spec.extra_mounts = extra_mounts(&docker_machine.spec.extra_mounts);
     spec
 }
 

@@ -18,6 +18,7 @@ use crate::api::conditions::{
 use crate::api::v1beta2::{DockerCluster, DockerMachine};
 use crate::api::{DOCKER_MACHINE_FINALIZER, WEIGHT_ANNOTATION};
 use crate::controllers::conditions::condition;
+use crate::controllers::dockermachine::container::is_pool_machine;
 use crate::controllers::meta::{is_deleting, owner_machine};
 use crate::controllers::tasks::TaskState;
 
@@ -134,6 +135,14 @@ pub fn container_step(
         Observed::Stopped => return ContainerStep::Restart,
         Observed::Absent if !docker_machine.spec.provider_id.is_empty() => {
             return ContainerStep::Lost;
+        }
+        // A pool creates its containers before their DockerMachines: this one is gone, and the
+        // DockerMachinePool replaces the machine (it deletes the owner Machine).
+        Observed::Absent if is_pool_machine(docker_machine) => {
+            return ContainerStep::Wait(not_provisioned(
+                "The container of this machine pool machine does not exist; the DockerMachinePool replaces the machine",
+                generation,
+            ));
         }
         Observed::Absent => {}
     }

@@ -25,15 +25,13 @@ use crate::api::conditions::{
 use crate::api::v1beta2::{DockerCluster, DockerMachine};
 use crate::bootstrap::{Format, Options, Plan, translate};
 use crate::controllers::context::{Context, EventKind};
-use crate::controllers::error::{Error, Result, is_not_found};
+use crate::controllers::error::{Result, is_not_found};
 use crate::controllers::loadbalancer::{ip_family, sync_backends};
 use crate::controllers::tasks::TaskKind;
 use crate::docker::kind::Mapping;
-use crate::docker::network::ensure_network;
 use crate::docker::node::{
-    HostQuirks, IpFamily, create_node, find_container, node_addresses, provider_id,
+    FAILURE_DOMAIN_LABEL, IpFamily, create_node, find_container, node_addresses, provider_id,
 };
-use crate::docker::types::Labels;
 use crate::manager::error_chain;
 
 /// One reconcile's working state: the object with the status being built.
@@ -206,9 +204,12 @@ async fn run_steps(
         let addresses = node_addresses(ctx.runtime.as_ref(), &name, ctx.network(), family).await?;
         let status = work.working.status.get_or_insert_with(Default::default);
         status.addresses = api_addresses(addresses);
-        status
-            .failure_domain
-            .clone_from(&machine.spec.failure_domain);
+        // A pool machine's failure domain is the one its pool chose for the container.
+        status.failure_domain = machine.spec.failure_domain.clone().or_else(|| {
+            found
+                .as_ref()
+                .and_then(|c| c.labels.get(FAILURE_DOMAIN_LABEL).cloned())
+        });
     }
 
     // 2. The load balancer (control planes). A restarted control plane is put back at the
@@ -413,23 +414,10 @@ async fn create_container(
     name: &str,
     family: IpFamily,
 ) -> Result<bool> {
-    let runtime = ctx.runtime.as_ref();
     let image = node_image(machine, docker_machine)?;
-    let network = ensure_network(runtime, ctx.network(), &Labels::new()).await?;
-    let host = runtime
-        .host_info()
-        .await
-        .map_err(Error::runtime("read the Docker host facts"))?;
-    let env = Environment {
-        network: ctx.network().to_string(),
-        subnets: network.subnets.clone(),
-        family,
-        proxy: ctx.proxy.clone(),
-        quirks: HostQuirks::detect(&host),
-        publish_address: ctx.publish_address(),
-    };
+    let env = Environment::read(ctx, family).await?;
     let spec = node_spec(cluster_name, name, machine, docker_machine, &image, &env);
-    let info = create_node(runtime, &spec).await?;
+    let info = create_node(ctx.runtime.as_ref(), &spec).await?;
     tracing::info!(container = name, image = %image.image, "Created the node container");
     ctx.event(
         docker_machine,

@@ -4,6 +4,7 @@ use super::decide::*;
 use crate::api::capi::{Cluster, Machine};
 use crate::api::conditions::{
     BOOTSTRAP_COMPLETED_CONDITION, CGROUPS_READY_CONDITION, Condition, ConditionStatus,
+    NOT_PROVISIONED_REASON,
 };
 use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachineStatus};
 use crate::controllers::fixtures::*;
@@ -152,6 +153,33 @@ fn a_machine_with_bootstrap_data_gets_its_container_created_or_started_again() {
     );
     assert_eq!(
         container_step(&dm, &machine, &cluster, Observed::Running),
+        ContainerStep::Running
+    );
+}
+
+#[test]
+fn a_machine_pool_machine_never_creates_its_container() {
+    let machine = Machine::test("worker-abc123").with_bootstrap_secret("s");
+    let mut dm = DockerMachine::test("worker-abc123").owned_by("worker-abc123");
+    dm.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(crate::api::MACHINE_POOL_NAME_LABEL.into(), "mp-0".into());
+    match container_step(&dm, &machine, &ready_cluster(), Observed::Absent) {
+        ContainerStep::Wait(c) => {
+            assert_eq!(c.reason, NOT_PROVISIONED_REASON);
+            assert!(c.message.contains("DockerMachinePool replaces"), "{c:?}");
+        }
+        other => panic!("a pool machine must wait for its pool, got {other:?}"),
+    }
+    // Its container is the one the pool named the DockerMachine after, whatever the Machine's name.
+    let renamed = Machine::test("mp-0-x7k2p").with_bootstrap_secret("s");
+    assert_eq!(
+        crate::controllers::dockermachine::container::container_name("c1", &renamed, &dm),
+        "c1-worker-abc123"
+    );
+    assert_eq!(
+        container_step(&dm, &machine, &ready_cluster(), Observed::Running),
         ContainerStep::Running
     );
 }

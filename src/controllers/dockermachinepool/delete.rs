@@ -1,0 +1,99 @@
+//! Deleting a DockerMachinePool: its machines go the way core removes machines (owner Machines
+//! first, so their Nodes are drained), then any container left behind; the finalizer is removed
+//! only when nothing of the pool is left.
+
+use std::collections::BTreeSet;
+
+use kube::ResourceExt;
+
+use super::{Fetched, delete_machine, pool_docker_machines};
+use crate::api::v1beta2::{DockerMachine, DockerMachinePool};
+use crate::controllers::context::{Context, EventKind};
+use crate::controllers::error::{Error, Result, is_not_found};
+use crate::controllers::meta::{cluster_label, is_deleting, owner_machine};
+use crate::docker::node::{MACHINE_POOL_LABEL, cluster_selector, delete_node};
+
+/// Deletes the pool's machines and containers.
+///
+/// # Errors
+/// [`Error::NotFinished`] while machines are still going away (the finalizer stays), or the
+/// failure of a deletion.
+pub async fn reconcile(ctx: &Context, pool: &DockerMachinePool, fetched: &Fetched) -> Result<()> {
+    let namespace = pool.namespace().unwrap_or_default();
+    let docker_machines = pool_docker_machines(ctx, pool, fetched.cluster_name.as_deref()).await?;
+    let mut clusters: BTreeSet<String> = fetched.cluster_name.iter().cloned().collect();
+    clusters.extend(
+        docker_machines
+            .iter()
+            .filter_map(|dm| cluster_label(&dm.metadata))
+            .map(str::to_string),
+    );
+    if !docker_machines.is_empty() {
+        for docker_machine in docker_machines.iter().filter(|d| !is_deleting(&d.metadata)) {
+            // Through the owner Machine when there is one; directly when core never made it
+            // or it is gone already.
+            let through_machine = match owner_machine(&docker_machine.metadata) {
+                Some(machine) => delete_machine(ctx, &namespace, machine).await?,
+                None => false,
+            };
+            if !through_machine {
+                delete_docker_machine(ctx, &namespace, docker_machine).await?;
+            }
+        }
+        return Err(Error::NotFinished {
+            what: format!(
+                "{} machine(s) of DockerMachinePool {namespace}/{} to be deleted",
+                docker_machines.len(),
+                pool.name_any()
+            ),
+        });
+    }
+    // Containers whose DockerMachine was never made (a manager stopped in between).
+    for cluster in &clusters {
+        let mut selector = cluster_selector(cluster);
+        selector.insert(MACHINE_POOL_LABEL.to_string(), pool.name_any());
+        let leftovers = ctx
+            .runtime
+            .list_containers(&selector)
+            .await
+            .map_err(Error::runtime(format!(
+                "list the containers of DockerMachinePool {namespace}/{}",
+                pool.name_any()
+            )))?;
+        for container in leftovers {
+            delete_node(ctx.runtime.as_ref(), &container.name).await?;
+            tracing::info!(container = %container.name, "Deleted a pool container without a DockerMachine");
+            ctx.event(
+                pool,
+                EventKind::Normal,
+                "ContainerDeleted",
+                format!(
+                    "Deleted node container {} (it had no DockerMachine)",
+                    container.name
+                ),
+            )
+            .await;
+        }
+    }
+    Ok(())
+}
+
+async fn delete_docker_machine(
+    ctx: &Context,
+    namespace: &str,
+    docker_machine: &DockerMachine,
+) -> Result<()> {
+    let name = docker_machine.name_any();
+    match ctx
+        .api::<DockerMachine>(namespace)
+        .delete(&name, &Default::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(source) => Err(Error::Kube {
+            action: format!("delete DockerMachine {namespace}/{name}"),
+            source,
+        }),
+    }
+}

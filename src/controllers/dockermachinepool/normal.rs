@@ -1,0 +1,254 @@
+//! The normal (not deleting) DockerMachinePool reconcile: containers first, then their
+//! DockerMachines, then the Machines to delete, then `spec.providerIDList` and the status.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use super::decide::{self, Plan};
+use super::{Fetched, cluster_machines, delete_machine, pool_docker_machines, write_status};
+use crate::api::capi::{Cluster, MachinePool};
+use crate::api::v1beta2::DockerMachinePool;
+use crate::api::{CLUSTER_NAME_LABEL, MACHINE_POOL_NAME_LABEL};
+use crate::controllers::apply::{POOL_FIELD_MANAGER, apply_object, apply_object_as};
+use crate::controllers::context::{Context, EventKind};
+use crate::controllers::dockermachine::container::{Environment, extra_mounts, image_for};
+use crate::controllers::error::Result;
+use crate::controllers::loadbalancer::ip_family;
+use crate::docker::kind::Mapping;
+use crate::docker::node::{
+    MACHINE_POOL_LABEL, NodeRole, cluster_selector, create_node, machine_container_name,
+};
+use crate::docker::types::ContainerSummary;
+
+/// How soon to look again while instances wait for core to make their Machines.
+const MACHINES_RETRY: Duration = Duration::from_secs(5);
+
+/// Reconciles a DockerMachinePool that is not being deleted.
+///
+/// # Errors
+/// [`crate::controllers::Error`] when reading or changing the infrastructure failed.
+pub async fn reconcile(
+    ctx: &Context,
+    pool: &DockerMachinePool,
+    fetched: &Fetched,
+) -> Result<Action> {
+    let (Some(machine_pool), Some(cluster), Some(cluster_name)) = (
+        fetched.machine_pool.as_ref(),
+        fetched.cluster.as_ref(),
+        fetched.cluster_name.as_deref(),
+    ) else {
+        return Ok(Action::await_change());
+    };
+    let generation = pool.metadata.generation;
+    let mut status = pool.status.clone().unwrap_or_default();
+    if status.infrastructure_machine_kind.is_empty() {
+        status.infrastructure_machine_kind = "DockerMachine".to_string();
+        write_status(ctx, pool, &status).await?;
+    }
+    if !cluster.infrastructure_provisioned() {
+        tracing::info!("Waiting for the Cluster infrastructure to be provisioned");
+        return Ok(Action::await_change());
+    }
+    if machine_pool.bootstrap_data_secret_name().is_none() {
+        tracing::info!("Waiting for the MachinePool's bootstrap data secret");
+        return Ok(Action::await_change());
+    }
+
+    let namespace = pool.namespace().unwrap_or_default();
+    let pool_name = pool.name_any();
+    let mut selector = cluster_selector(cluster_name);
+    selector.insert(MACHINE_POOL_LABEL.to_string(), pool_name.clone());
+    let containers = ctx.runtime.list_containers(&selector).await.map_err(
+        crate::controllers::Error::runtime(format!(
+            "list the containers of DockerMachinePool {namespace}/{pool_name}"
+        )),
+    )?;
+    let docker_machines = pool_docker_machines(ctx, pool, Some(cluster_name)).await?;
+    let machines = cluster_machines(ctx, &namespace, cluster_name).await?;
+    let image = image_for(
+        machine_pool.spec.template.spec.version.as_deref(),
+        &pool.spec.template.custom_image,
+    )?;
+    let replicas = machine_pool.replicas();
+    let instances = decide::instances(cluster_name, &containers, &docker_machines, &machines);
+    let plan = decide::plan(
+        &instances,
+        replicas,
+        &image.image,
+        &machine_pool.spec.failure_domains,
+    );
+
+    // 1. Containers, 2. their DockerMachines.
+    let created =
+        create_containers(ctx, pool, cluster, cluster_name, &plan, &image, &containers).await?;
+    for container in plan.docker_machines.iter().chain(&created) {
+        let name = decide::docker_machine_name(cluster_name, container);
+        apply_docker_machine(ctx, pool, machine_pool, cluster_name, &name).await?;
+    }
+    // 3. Machines to remove (their drain comes first; core then deletes the DockerMachine).
+    for (machine, why) in &plan.delete_machines {
+        if !delete_machine(ctx, &namespace, machine).await? {
+            continue;
+        }
+        tracing::info!(machine = %machine, reason = why, "Deleted a Machine of the pool");
+        ctx.event(
+            pool,
+            EventKind::Normal,
+            "MachineDeleted",
+            format!("Deleted Machine {machine}: {why}"),
+        )
+        .await;
+    }
+
+    // 4. What the pool reports.
+    apply_provider_ids(ctx, pool, cluster_name, decide::provider_ids(&instances)).await?;
+    let status = decide::status(&status, &instances, replicas, generation);
+    write_status(ctx, pool, &status).await?;
+    let busy = plan.waiting_for_machines > 0
+        || instances
+            .iter()
+            .any(|i| i.docker_machine.is_some() && i.machine.is_none());
+    Ok(Action::requeue(if busy {
+        MACHINES_RETRY
+    } else {
+        ctx.manager.config.sync_period
+    }))
+}
+
+/// Creates the planned containers; returns their names.
+async fn create_containers(
+    ctx: &Context,
+    pool: &DockerMachinePool,
+    cluster: &Cluster,
+    cluster_name: &str,
+    plan: &Plan,
+    image: &Mapping,
+    existing: &[ContainerSummary],
+) -> Result<Vec<String>> {
+    if plan.create.is_empty() {
+        return Ok(Vec::new());
+    }
+    let env = Environment::read(ctx, ip_family(Some(cluster))?).await?;
+    let mut taken: BTreeSet<String> = existing.iter().map(|c| c.name.clone()).collect();
+    let mut created = Vec::new();
+    for failure_domain in &plan.create {
+        let name = loop {
+            let name = machine_container_name(
+                cluster_name,
+                &format!("worker-{}", decide::random_suffix()),
+            );
+            if taken.insert(name.clone()) {
+                break name;
+            }
+        };
+        let mut spec = env.node(cluster_name, &name, NodeRole::Worker, image);
+        spec.failure_domain.clone_from(failure_domain);
+        spec.machine_pool = Some((MACHINE_POOL_LABEL.to_string(), pool.name_any()));
+        spec.extra_mounts = extra_mounts(&pool.spec.template.extra_mounts);
+        create_node(ctx.runtime.as_ref(), &spec).await?;
+        tracing::info!(container = %name, failure_domain = failure_domain.as_deref().unwrap_or_default(), image = %image.image, "Created a pool container");
+        created.push(name);
+    }
+    ctx.event(
+        pool,
+        EventKind::Normal,
+        "ContainersCreated",
+        format!(
+            "Created {} node container(s) from image {}: {}",
+            created.len(),
+            image.image,
+            created.join(", ")
+        ),
+    )
+    .await;
+    Ok(created)
+}
+
+/// Creates (or completes) the DockerMachine of a pool container: pool labels, an owner reference
+/// to the pool (not as controller: core makes the Machine its controller) and the pool's machine
+/// template as its spec.
+async fn apply_docker_machine(
+    ctx: &Context,
+    pool: &DockerMachinePool,
+    machine_pool: &MachinePool,
+    cluster_name: &str,
+    name: &str,
+) -> Result<()> {
+    let namespace = pool.namespace().unwrap_or_default();
+    let template = &pool.spec.template;
+    let mut spec = serde_json::Map::new();
+    if !template.custom_image.is_empty() {
+        spec.insert("customImage".into(), json!(template.custom_image));
+    }
+    if !template.pre_load_images.is_empty() {
+        spec.insert("preLoadImages".into(), json!(template.pre_load_images));
+    }
+    if !template.extra_mounts.is_empty() {
+        spec.insert(
+            "extraMounts".into(),
+            serde_json::to_value(&template.extra_mounts).unwrap_or(Value::Null),
+        );
+    }
+    let body = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "DockerMachine",
+        "metadata": {
+            "name": name,
+            "labels": {
+                CLUSTER_NAME_LABEL: cluster_name,
+                MACHINE_POOL_NAME_LABEL: machine_pool.name_any(),
+            },
+            "ownerReferences": [{
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": "DockerMachinePool",
+                "name": pool.name_any(),
+                "uid": pool.uid().unwrap_or_default(),
+            }],
+        },
+        "spec": spec,
+    });
+    // A field manager of its own: the DockerMachine controller applies the fields it owns on the
+    // same object, and one manager's apply would drop the other's fields.
+    apply_object_as(
+        &ctx.api::<crate::api::v1beta2::DockerMachine>(&namespace),
+        name,
+        body,
+        POOL_FIELD_MANAGER,
+    )
+    .await?;
+    tracing::info!(
+        dockermachine = name,
+        "Applied the DockerMachine of a pool container"
+    );
+    Ok(())
+}
+
+/// Applies `spec.providerID` (the pool's own, fake) and `spec.providerIDList` when they changed.
+async fn apply_provider_ids(
+    ctx: &Context,
+    pool: &DockerMachinePool,
+    cluster_name: &str,
+    ids: Vec<String>,
+) -> Result<()> {
+    let provider_id = decide::pool_provider_id(cluster_name, &pool.name_any());
+    if pool.spec.provider_id == provider_id && pool.spec.provider_id_list == ids {
+        return Ok(());
+    }
+    let namespace = pool.namespace().unwrap_or_default();
+    let body = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "DockerMachinePool",
+        "spec": {"providerID": provider_id, "providerIDList": ids},
+    });
+    apply_object(
+        &ctx.api::<DockerMachinePool>(&namespace),
+        &pool.name_any(),
+        body,
+    )
+    .await?;
+    Ok(())
+}
