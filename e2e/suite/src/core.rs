@@ -78,6 +78,13 @@ pub fn cloud_config_running(delay_seconds: u32, command: &str) -> String {
     )
 }
 
+/// Whether a DockerMachine's bootstrap completed and it is provisioned.
+pub fn provisioned(docker_machine: &DynamicObject) -> bool {
+    condition_state(docker_machine, "BootstrapCompleted")
+        == Some(("True".into(), "Completed".into()))
+        && docker_machine.data["status"]["initialization"]["provisioned"] == json!(true)
+}
+
 /// What a Machine of the suite looks like.
 #[derive(Debug, Clone, Default)]
 pub struct MachineSpec {
@@ -407,9 +414,7 @@ impl Env {
             &format!("DockerMachine {name} to be provisioned"),
             || async {
                 let dm = self.get(&infra("DockerMachine"), name).await?;
-                (condition_state(&dm, "BootstrapCompleted")? == ("True".into(), "Completed".into())
-                    && dm.data["status"]["initialization"]["provisioned"] == json!(true))
-                .then_some(dm)
+                provisioned(&dm).then_some(dm)
             },
         )
         .await

@@ -11,7 +11,9 @@ use std::time::Duration;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use crate::core::{MACHINE_FINALIZER, MachineSpec, capi, infra, owner};
+use crate::core::{
+    MACHINE_FINALIZER, MachineSpec, capi, condition_state, infra, owner, provisioned,
+};
 use crate::{Env, eventually};
 
 /// The label core and the provider put on a MachinePool's Machines and DockerMachines.
@@ -250,8 +252,9 @@ impl Env {
     }
 
     /// Waits until the pool settled at `replicas`: as many containers, DockerMachines (all
-    /// provisioned), Machines, provider IDs and `status.replicas`, nothing deleting; returns the
-    /// DockerMachinePool and its DockerMachines. Core plays meanwhile.
+    /// provisioned), Machines, provider IDs and `status.replicas`, nothing deleting, and the
+    /// pool's `Ready` and `ReplicasReady` True; returns the DockerMachinePool and its
+    /// DockerMachines. Core plays meanwhile.
     pub async fn wait_machine_pool_at(
         &self,
         pool: &Pool,
@@ -267,13 +270,16 @@ impl Env {
             let ids = dmp.data["spec"]["providerIDList"]
                 .as_array()
                 .map_or(0, Vec::len);
-            let provisioned = dms.iter().all(|dm| {
-                dm.metadata.deletion_timestamp.is_none()
-                    && dm.data["status"]["initialization"]["provisioned"] == json!(true)
-            });
+            let provisioned = dms
+                .iter()
+                .all(|dm| dm.metadata.deletion_timestamp.is_none() && provisioned(dm));
             let counts = [containers.len(), dms.len(), machines.len(), ids];
+            let ready = ["Ready", "ReplicasReady"]
+                .iter()
+                .all(|c| condition_state(&dmp, c).is_some_and(|(status, _)| status == "True"));
             (counts.iter().all(|n| *n == replicas)
                 && provisioned
+                && ready
                 // CAPD omits a zero `status.replicas`.
                 && dmp.data["status"]["replicas"].as_u64().unwrap_or(0) == replicas as u64)
                 .then_some((dmp, dms))

@@ -49,16 +49,18 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
 
     // 0 -> 3, the manager killed (SIGKILL) once the first container is there.
     env.scale_machine_pool(&pool, 3).await;
-    let early = env
+    let (early, early_ids) = env
         .playing_machine_pool(
             &pool,
             eventually(PROVISION, "a first pool container", || async {
                 let containers = pool_containers(&name, &pool.name);
-                (!containers.is_empty()).then_some(containers)
+                let ids: Vec<String> = containers.iter().map(|c| container_id(c)).collect();
+                // A container being created may not answer `docker inspect` yet.
+                (!containers.is_empty() && ids.iter().all(|id| !id.is_empty()))
+                    .then_some((containers, ids))
             }),
         )
         .await;
-    let early_ids: Vec<String> = early.iter().map(|c| container_id(c)).collect();
     env.stop_manager(true);
     env.start_manager();
     env.wait_ready().await;
