@@ -108,10 +108,12 @@ pub async fn reconcile(
     apply_provider_ids(ctx, pool, cluster_name, decide::provider_ids(&instances)).await?;
     let status = decide::status(&status, &instances, replicas, generation);
     write_status(ctx, pool, &status).await?;
+    // A DockerMachine that goes away sends no event the controller sees (shared watch streams
+    // carry no deletions), so a pool with deleting instances looks again soon.
     let busy = plan.waiting_for_machines > 0
         || instances
             .iter()
-            .any(|i| i.docker_machine.is_some() && i.machine.is_none());
+            .any(|i| (i.docker_machine.is_some() && i.machine.is_none()) || i.deleting());
     Ok(Action::requeue(if busy {
         MACHINES_RETRY
     } else {
