@@ -23,6 +23,7 @@ use crate::docker::node::{
     MACHINE_POOL_LABEL, NodeRole, cluster_selector, create_node, machine_container_name,
 };
 use crate::docker::types::ContainerSummary;
+use crate::manager::context::WATCH_FILTER_LABEL;
 
 /// How soon to look again while instances wait for core to make their Machines.
 const MACHINES_RETRY: Duration = Duration::from_secs(5);
@@ -195,15 +196,20 @@ async fn apply_docker_machine(
             serde_json::to_value(&template.extra_mounts).unwrap_or(Value::Null),
         );
     }
+    let mut labels = json!({
+        CLUSTER_NAME_LABEL: cluster_name,
+        MACHINE_POOL_NAME_LABEL: machine_pool.name_any(),
+    });
+    // Selected by the same --watch-filter as its pool: else no controller would see it.
+    if let Some(filter) = pool.labels().get(WATCH_FILTER_LABEL) {
+        labels[WATCH_FILTER_LABEL] = json!(filter);
+    }
     let body = json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
         "kind": "DockerMachine",
         "metadata": {
             "name": name,
-            "labels": {
-                CLUSTER_NAME_LABEL: cluster_name,
-                MACHINE_POOL_NAME_LABEL: machine_pool.name_any(),
-            },
+            "labels": labels,
             "ownerReferences": [{
                 "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
                 "kind": "DockerMachinePool",
