@@ -55,6 +55,9 @@ struct Args {
     /// Seconds of rest measured (default 60, 20 with --quick).
     #[arg(long)]
     rest_seconds: Option<u64>,
+    /// Machines of the MachinePool scale-up (0 skips it).
+    #[arg(long, default_value_t = 10)]
+    pool_size: usize,
     /// The manager's --dockermachine-concurrency (the floor uses the same parallelism).
     #[arg(long, default_value_t = 100)]
     concurrency: usize,
@@ -94,14 +97,19 @@ struct Cleanup {
     networks: Vec<String>,
 }
 
+/// Removes the containers of a cluster, with their volumes.
+fn remove_cluster(cluster: &str) {
+    let filter = format!("label=io.x-k8s.kind.cluster={cluster}");
+    let (_, ids) = docker_cli(&["ps", "-aq", "--filter", &filter]);
+    for id in ids.lines().filter(|l| !l.is_empty()) {
+        let _ = docker_cli(&["rm", "-fv", id]);
+    }
+}
+
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for cluster in &self.clusters {
-            let filter = format!("label=io.x-k8s.kind.cluster={cluster}");
-            let (_, ids) = docker_cli(&["ps", "-aq", "--filter", &filter]);
-            for id in ids.lines().filter(|l| !l.is_empty()) {
-                let _ = docker_cli(&["rm", "-fv", id]);
-            }
+            remove_cluster(cluster);
         }
         for network in &self.networks {
             let _ = docker_cli(&["network", "rm", network]);
@@ -323,6 +331,36 @@ async fn main() -> Result<()> {
         Row::versus("load balancer", "s", &lb_floor, &lb_provider)
             .note("DockerCluster created → provisioned"),
     );
+
+    if args.pool_size > 0 {
+        let n = args.pool_size;
+        let (mut floor_up, mut pool_up) = (Vec::new(), Vec::new());
+        for rep in 0..repetitions {
+            eprintln!("pool N={n} repetition {}/{repetitions}: floor", rep + 1);
+            let network = run.name("n");
+            let cluster = run.name("f");
+            cleanup.networks.push(network.clone());
+            cleanup.clusters.push(cluster.clone());
+            let (up, names) = floor.provision(&network, &cluster, n).await?;
+            floor_up.push(up.as_secs_f64());
+            floor.delete(&names).await?;
+
+            eprintln!("pool N={n} repetition {}/{repetitions}: provider", rep + 1);
+            let network = run.name("n");
+            let cluster = run.name("p");
+            cleanup.networks.push(network.clone());
+            cleanup.clusters.push(cluster.clone());
+            pool_up.push(
+                provider::pool_scale_up(run.settings(&network), &workload, &cluster, n).await?,
+            );
+            remove_cluster(&cluster);
+        }
+        rows.push(
+            Row::versus(format!("pool scale-up N={n}"), "s", &floor_up, &pool_up).note(
+                "MachinePool replicas 0 → N until every DockerMachine is bootstrapped (the benchmark plays core)",
+            ),
+        );
+    }
 
     eprintln!("rest: {rest_machines} machines, {}s", rest_window.as_secs());
     let network = run.name("n");

@@ -221,6 +221,48 @@ async fn lifecycle_in(
     })
 }
 
+/// A MachinePool scaled from 0 to `n`, until every DockerMachine of the pool is bootstrapped
+/// (the benchmark plays core's MachinePool controller meanwhile); returns the time in seconds.
+pub async fn pool_scale_up(
+    settings: ManagerSettings,
+    w: &Workload,
+    cluster_name: &str,
+    n: usize,
+) -> Result<f64> {
+    let stack = Stack::start(settings).await?;
+    let result = pool_scale_up_in(&stack, w, cluster_name, n).await;
+    stack.stop();
+    result
+}
+
+async fn pool_scale_up_in(
+    stack: &Stack,
+    w: &Workload,
+    cluster_name: &str,
+    n: usize,
+) -> Result<f64> {
+    const POOL: &str = "pool";
+    cluster(stack, w, cluster_name).await?;
+    stack
+        .create_machine_pool(cluster_name, POOL, &w.version, &w.node_image)
+        .await?;
+    let started = Instant::now();
+    stack.scale_machine_pool(POOL, n).await?;
+    poll(
+        PROVISION_TIMEOUT,
+        POLL,
+        "every pool DockerMachine to be bootstrapped",
+        || async {
+            stack
+                .adopt_pool_machines(cluster_name, POOL, &w.version)
+                .await?;
+            Ok((stack.bootstrapped_machines().await? >= n).then_some(()))
+        },
+    )
+    .await?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
 /// `n` machines provisioned and their Nodes initialized, then `window` of rest.
 pub async fn at_rest(
     settings: ManagerSettings,

@@ -322,17 +322,7 @@ impl Stack {
         version: &str,
     ) -> Result<DynamicObject> {
         let machine = self
-            .create(&capi("Machine"), json!({
-                "apiVersion": "cluster.x-k8s.io/v1beta2",
-                "kind": "Machine",
-                "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
-                "spec": {
-                    "clusterName": cluster,
-                    "version": version,
-                    "bootstrap": {"dataSecretName": format!("{cluster}-bootstrap")},
-                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": name}
-                }
-            }))
+            .create(&capi("Machine"), machine(cluster, name, version))
             .await?;
         let nodes: Api<Node> = Api::all(self.workload_client.clone());
         let node: Node = serde_json::from_value(
@@ -392,6 +382,97 @@ impl Stack {
             .count())
     }
 
+    /// Creates MachinePool `name` of `cluster` at zero replicas (the bootstrap secret of
+    /// [`Stack::prepare_machines`]) and its DockerMachinePool, owned by it as core makes it.
+    pub async fn create_machine_pool(
+        &self,
+        cluster: &str,
+        name: &str,
+        version: &str,
+        image: &str,
+    ) -> Result<()> {
+        let machine_pool = self
+            .create(&capi("MachinePool"), json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "MachinePool",
+                "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "spec": {
+                    "clusterName": cluster,
+                    "replicas": 0,
+                    "template": {"spec": {
+                        "clusterName": cluster,
+                        "version": version,
+                        "bootstrap": {"dataSecretName": format!("{cluster}-bootstrap")},
+                        "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachinePool", "name": name}
+                    }}
+                }
+            }))
+            .await?;
+        self.create(
+            &infra("DockerMachinePool"),
+            json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": "DockerMachinePool",
+                "metadata": {
+                    "name": name, "namespace": NAMESPACE,
+                    "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                    "ownerReferences": [owner("MachinePool", &machine_pool)]
+                },
+                "spec": {"template": {"customImage": image}}
+            }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Sets a MachinePool's `spec.replicas`.
+    pub async fn scale_machine_pool(&self, name: &str, replicas: usize) -> Result<()> {
+        self.api(&capi("MachinePool"))
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Plays core's MachinePool controller once: a Machine for every DockerMachine of the pool
+    /// that has none, made the DockerMachine's controller.
+    pub async fn adopt_pool_machines(
+        &self,
+        cluster: &str,
+        pool: &str,
+        version: &str,
+    ) -> Result<()> {
+        let machine_pool = self.api(&capi("MachinePool")).get(pool).await?;
+        let selector = format!("cluster.x-k8s.io/pool-name={pool}");
+        let docker_machines = self
+            .api(&infra("DockerMachine"))
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        for dm in docker_machines.items {
+            let mut owners = dm.metadata.owner_references.unwrap_or_default();
+            if owners.iter().any(|o| o.kind == "Machine") {
+                continue;
+            }
+            let name = dm.metadata.name.unwrap_or_default();
+            let mut body = machine(cluster, &name, version);
+            body["metadata"]["labels"]["cluster.x-k8s.io/pool-name"] = json!(pool);
+            body["metadata"]["ownerReferences"] = json!([owner("MachinePool", &machine_pool)]);
+            let machine = self.create(&capi("Machine"), body).await?;
+            owners.push(serde_json::from_value(owner("Machine", &machine))?);
+            self.api(&infra("DockerMachine"))
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"ownerReferences": owners}})),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
     /// How many DockerMachines exist.
     pub async fn docker_machine_count(&self) -> Result<usize> {
         Ok(self
@@ -401,6 +482,22 @@ impl Stack {
             .items
             .len())
     }
+}
+
+/// Worker Machine `name` of `cluster` (bootstrap secret of [`Stack::prepare_machines`]),
+/// pointing to the DockerMachine of the same name.
+fn machine(cluster: &str, name: &str, version: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Machine",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "spec": {
+            "clusterName": cluster,
+            "version": version,
+            "bootstrap": {"dataSecretName": format!("{cluster}-bootstrap")},
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": name}
+        }
+    })
 }
 
 /// Provisioned (`status.initialization.provisioned`) and `BootstrapCompleted` True.
@@ -435,12 +532,14 @@ async fn install_crds(client: &Client) -> Result<()> {
         for file in [
             "cluster.x-k8s.io_clusters.yaml",
             "cluster.x-k8s.io_machines.yaml",
+            "cluster.x-k8s.io_machinepools.yaml",
         ] {
             crds.push(crd_from_file(&reference.join(file))?);
         }
     } else {
         crds.push(minimal_capi_crd("Cluster", "clusters")?);
         crds.push(minimal_capi_crd("Machine", "machines")?);
+        crds.push(minimal_capi_crd("MachinePool", "machinepools")?);
     }
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in &crds {
