@@ -142,6 +142,16 @@ impl Run {
         format!("{}{what}{}", self.prefix, self.counter)
     }
 
+    /// A fresh network and cluster name (`what`: f floor, p provider, r rest), both removed at
+    /// the end.
+    fn place(&mut self, cleanup: &mut Cleanup, what: &str) -> (String, String) {
+        let network = self.name("n");
+        let cluster = self.name(what);
+        cleanup.networks.push(network.clone());
+        cleanup.clusters.push(cluster.clone());
+        (network, cluster)
+    }
+
     fn settings(&self, network: &str) -> ManagerSettings {
         ManagerSettings {
             binary: self.manager.clone(),
@@ -252,10 +262,7 @@ async fn main() -> Result<()> {
         let (mut floor_up, mut floor_down, mut runs) = (Vec::new(), Vec::new(), Vec::new());
         for rep in 0..repetitions {
             eprintln!("N={n} repetition {}/{repetitions}: floor", rep + 1);
-            let network = run.name("n");
-            let cluster = run.name("f");
-            cleanup.networks.push(network.clone());
-            cleanup.clusters.push(cluster.clone());
+            let (network, cluster) = run.place(&mut cleanup, "f");
             if n == sizes[0] {
                 lb_floor.push(floor.load_balancer(&network, &cluster).await?.as_secs_f64());
             }
@@ -264,10 +271,7 @@ async fn main() -> Result<()> {
             floor_down.push(floor.delete(&names).await?.as_secs_f64());
 
             eprintln!("N={n} repetition {}/{repetitions}: provider", rep + 1);
-            let network = run.name("n");
-            let cluster = run.name("p");
-            cleanup.networks.push(network.clone());
-            cleanup.clusters.push(cluster.clone());
+            let (network, cluster) = run.place(&mut cleanup, "p");
             let result =
                 provider::lifecycle(run.settings(&network), &runtime, &workload, &cluster, n)
                     .await?;
@@ -337,19 +341,13 @@ async fn main() -> Result<()> {
         let (mut floor_up, mut pool_up) = (Vec::new(), Vec::new());
         for rep in 0..repetitions {
             eprintln!("pool N={n} repetition {}/{repetitions}: floor", rep + 1);
-            let network = run.name("n");
-            let cluster = run.name("f");
-            cleanup.networks.push(network.clone());
-            cleanup.clusters.push(cluster.clone());
+            let (network, cluster) = run.place(&mut cleanup, "f");
             let (up, names) = floor.provision(&network, &cluster, n).await?;
             floor_up.push(up.as_secs_f64());
             floor.delete(&names).await?;
 
             eprintln!("pool N={n} repetition {}/{repetitions}: provider", rep + 1);
-            let network = run.name("n");
-            let cluster = run.name("p");
-            cleanup.networks.push(network.clone());
-            cleanup.clusters.push(cluster.clone());
+            let (network, cluster) = run.place(&mut cleanup, "p");
             pool_up.push(
                 provider::pool_scale_up(run.settings(&network), &workload, &cluster, n).await?,
             );
@@ -363,10 +361,7 @@ async fn main() -> Result<()> {
     }
 
     eprintln!("rest: {rest_machines} machines, {}s", rest_window.as_secs());
-    let network = run.name("n");
-    let cluster = run.name("r");
-    cleanup.networks.push(network.clone());
-    cleanup.clusters.push(cluster.clone());
+    let (network, cluster) = run.place(&mut cleanup, "r");
     let rest = provider::at_rest(
         run.settings(&network),
         &workload,

@@ -267,16 +267,13 @@ impl Stack {
             .context("the haproxy image is named <repository>/haproxy:<tag>")?;
         self.create(
             &infra("DockerCluster"),
-            json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                "kind": "DockerCluster",
-                "metadata": {
-                    "name": name, "namespace": NAMESPACE,
-                    "labels": {"cluster.x-k8s.io/cluster-name": name},
-                    "ownerReferences": [owner("Cluster", &cluster)]
-                },
-                "spec": {"loadBalancer": {"imageRepository": repository, "imageTag": tag}}
-            }),
+            infra_object(
+                "DockerCluster",
+                name,
+                name,
+                owner("Cluster", &cluster),
+                json!({"loadBalancer": {"imageRepository": repository, "imageTag": tag}}),
+            ),
         )
         .await?;
         Ok(cluster)
@@ -342,16 +339,13 @@ impl Stack {
         let name = machine.metadata.name.clone().unwrap_or_default();
         self.create(
             &infra("DockerMachine"),
-            json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                "kind": "DockerMachine",
-                "metadata": {
-                    "name": name, "namespace": NAMESPACE,
-                    "labels": {"cluster.x-k8s.io/cluster-name": cluster},
-                    "ownerReferences": [owner("Machine", machine)]
-                },
-                "spec": {"customImage": image}
-            }),
+            infra_object(
+                "DockerMachine",
+                &name,
+                cluster,
+                owner("Machine", machine),
+                json!({"customImage": image}),
+            ),
         )
         .await?;
         Ok(())
@@ -410,16 +404,13 @@ impl Stack {
             .await?;
         self.create(
             &infra("DockerMachinePool"),
-            json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                "kind": "DockerMachinePool",
-                "metadata": {
-                    "name": name, "namespace": NAMESPACE,
-                    "labels": {"cluster.x-k8s.io/cluster-name": cluster},
-                    "ownerReferences": [owner("MachinePool", &machine_pool)]
-                },
-                "spec": {"template": {"customImage": image}}
-            }),
+            infra_object(
+                "DockerMachinePool",
+                name,
+                cluster,
+                owner("MachinePool", &machine_pool),
+                json!({"template": {"customImage": image}}),
+            ),
         )
         .await?;
         Ok(())
@@ -509,6 +500,20 @@ pub fn is_bootstrapped(dm: &DynamicObject) -> bool {
                 .iter()
                 .any(|c| c["type"] == "BootstrapCompleted" && c["status"] == "True")
         })
+}
+
+/// One of our objects of `cluster`, owned by `owner`.
+fn infra_object(kind: &str, name: &str, cluster: &str, owner: Value, spec: Value) -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": kind,
+        "metadata": {
+            "name": name, "namespace": NAMESPACE,
+            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+            "ownerReferences": [owner]
+        },
+        "spec": spec
+    })
 }
 
 fn owner(kind: &str, object: &DynamicObject) -> Value {

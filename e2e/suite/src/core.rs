@@ -33,6 +33,20 @@ pub fn infra(kind: &str) -> ApiResource {
     ))
 }
 
+/// The kinds of the objects the suite and the provider make: what a failure report shows, a
+/// release strips of finalizers, and [`Env::resource_versions`] reads.
+pub fn kinds() -> Vec<ApiResource> {
+    vec![
+        capi("Cluster"),
+        capi("Machine"),
+        capi("MachinePool"),
+        infra("DockerCluster"),
+        infra("DockerMachine"),
+        infra("DockerMachinePool"),
+        infra("DockerMachineTemplate"),
+    ]
+}
+
 /// A controller owner reference to `object` of Cluster API kind `kind`.
 pub fn owner(kind: &str, object: &DynamicObject) -> Value {
     json!({

@@ -6,7 +6,8 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams};
 
 use crate::Env;
-use crate::core::{capi, infra};
+use crate::core::kinds;
+use crate::docker::{cluster_containers, network_exists, volume_exists};
 
 impl Env {
     /// The Events of the current namespace about an object, as `(type, reason, message)`.
@@ -31,17 +32,10 @@ impl Env {
             .collect()
     }
 
-    /// `kind/name` → resourceVersion of the Clusters, Machines, DockerClusters, DockerMachines
-    /// and DockerMachineTemplates of the current namespace.
+    /// `kind/name` → resourceVersion of the objects of the current namespace (of [`kinds`]).
     pub async fn resource_versions(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for kind in [
-            capi("Cluster"),
-            capi("Machine"),
-            infra("DockerCluster"),
-            infra("DockerMachine"),
-            infra("DockerMachineTemplate"),
-        ] {
+        for kind in kinds() {
             let api: Api<DynamicObject> = self.api(&kind);
             for object in api.list(&ListParams::default()).await.unwrap().items {
                 out.insert(
@@ -51,5 +45,22 @@ impl Env {
             }
         }
         out
+    }
+
+    /// Asserts that a deleted cluster left nothing behind: no container, none of `volumes`, not
+    /// the environment's network, and no object in the namespace (so none held by a finalizer).
+    pub async fn assert_nothing_left(&self, cluster: &str, volumes: &[String]) {
+        assert_eq!(cluster_containers(cluster), Vec::<String>::new());
+        let left: Vec<&String> = volumes.iter().filter(|v| volume_exists(v)).collect();
+        assert!(left.is_empty(), "volumes left: {left:?}");
+        assert!(
+            !network_exists(&self.network),
+            "the network the provider created is removed"
+        );
+        assert_eq!(
+            self.resource_versions().await.keys().collect::<Vec<_>>(),
+            Vec::<&String>::new(),
+            "no object is held by a finalizer"
+        );
     }
 }

@@ -11,25 +11,12 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::Env;
-use crate::core::{capi, infra};
+use crate::core::kinds;
 use crate::docker::cluster_containers_table;
 use crate::env::client_from_yaml;
 
 /// Lines of the manager log a failure report shows.
 const LOG_TAIL: usize = 150;
-
-/// The kinds a failure report shows and a release strips of finalizers.
-fn kinds() -> Vec<kube::api::ApiResource> {
-    vec![
-        capi("Cluster"),
-        capi("Machine"),
-        capi("MachinePool"),
-        infra("DockerCluster"),
-        infra("DockerMachine"),
-        infra("DockerMachinePool"),
-        infra("DockerMachineTemplate"),
-    ]
-}
 
 /// Runs `work` on a fresh thread and runtime, giving up after a minute.
 fn on_own_runtime<F, Fut>(work: F) -> Option<String>

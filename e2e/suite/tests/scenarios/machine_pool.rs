@@ -146,29 +146,7 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
         .await;
     env.delete_cluster_as_core(&name, Duration::from_secs(90))
         .await;
-    assert_eq!(cluster_containers(&name), Vec::<String>::new());
-    let left: Vec<&String> = volumes.iter().filter(|v| volume_exists(v)).collect();
-    assert!(left.is_empty(), "volumes left: {left:?}");
-    assert!(
-        !network_exists(&env.network),
-        "the cluster network is removed"
-    );
-    for kind in [
-        capi("Cluster"),
-        capi("Machine"),
-        capi("MachinePool"),
-        infra("DockerCluster"),
-        infra("DockerMachine"),
-        infra("DockerMachinePool"),
-    ] {
-        let left = env.api(&kind).list(&Default::default()).await.unwrap();
-        assert!(
-            left.items.is_empty(),
-            "{} left: {:?}",
-            kind.kind,
-            left.items
-        );
-    }
+    env.assert_nothing_left(&name, &volumes).await;
 }
 
 /// What a user sees of a pool settled at `containers.len()` replicas: running containers named

@@ -145,16 +145,5 @@ async fn quick_start_then_deletion_leaves_nothing_behind() {
     assert!(!volumes.is_empty(), "nodes have anonymous volumes");
     env.delete_cluster_as_core(&name, Duration::from_secs(90))
         .await;
-    assert_eq!(cluster_containers(&name), Vec::<String>::new());
-    let left: Vec<&String> = volumes.iter().filter(|v| volume_exists(v)).collect();
-    assert!(left.is_empty(), "volumes left: {left:?}");
-    assert!(
-        !network_exists(&env.network),
-        "the network the provider created is removed"
-    );
-    assert_eq!(
-        env.resource_versions().await.keys().collect::<Vec<_>>(),
-        Vec::<&String>::new(),
-        "no object is held by a finalizer"
-    );
+    env.assert_nothing_left(&name, &volumes).await;
 }
