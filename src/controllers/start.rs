@@ -20,17 +20,21 @@ use super::backoff::ErrorBackoff;
 use super::context::{Context, Stores};
 use super::queue::QueueDepth;
 use super::tasks::TaskRegistry;
+use super::template::{self, CapacityTemplate};
 use super::watches::{
     ChangeFilter, cluster_fingerprint_for_docker_cluster, cluster_fingerprint_for_docker_machines,
     cluster_to_docker_cluster, docker_cluster_cluster, docker_cluster_fingerprint,
     docker_machines_of_cluster, log_invalid, machine_fingerprint, machine_to_docker_machine,
 };
 use super::workload::WorkloadClients;
-use super::{dockercluster, dockermachine, template};
+use super::{dockercluster, dockermachine};
 use crate::api::capi::{Cluster, Machine};
-use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachineTemplate};
+use crate::api::v1beta2::{
+    DockerCluster, DockerMachine, DockerMachinePoolTemplate, DockerMachineTemplate,
+};
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
+use crate::manager::feature_gates::Feature;
 use crate::manager::{self, ControllerTask, error_chain};
 
 /// Room for watch events not yet consumed by every subscriber of a shared watch.
@@ -160,10 +164,6 @@ pub fn start(
     for (name, concurrency) in [
         (dockercluster::CONTROLLER, config.concurrency.docker_cluster),
         (dockermachine::CONTROLLER, config.concurrency.docker_machine),
-        (
-            template::CONTROLLER,
-            config.concurrency.docker_machine_template,
-        ),
     ] {
         manager.metrics.register_controller(name, concurrency);
         manager.readiness.require(name);
@@ -189,11 +189,6 @@ pub fn start(
         watch_config(),
         "DockerMachine",
     );
-    let templates = SharedWatch::new(
-        api::<DockerMachineTemplate>(&client, namespace),
-        watch_config(),
-        "DockerMachineTemplate",
-    );
     let subscriptions = (
         clusters.subscribe(),
         clusters.subscribe(),
@@ -201,7 +196,6 @@ pub fn start(
         docker_clusters.subscribe(),
         docker_clusters.subscribe(),
         docker_machines.subscribe(),
-        templates.subscribe(),
     );
     let (
         Some(clusters_for_dc),
@@ -210,19 +204,17 @@ pub fn start(
         Some(dcs_for_dc),
         Some(dcs_for_dm),
         Some(dms),
-        Some(template_events),
     ) = subscriptions
     else {
         // Shared stores always hand out subscribers; this cannot happen.
         tracing::error!("A shared watch refused a subscriber; no controller can run");
         return Vec::new();
     };
-    let (cluster_store, machine_store, dc_store, dm_store, template_store) = (
+    let (cluster_store, machine_store, dc_store, dm_store) = (
         clusters.reader.clone(),
         machines.reader.clone(),
         docker_clusters.reader.clone(),
         docker_machines.reader.clone(),
-        templates.reader.clone(),
     );
 
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DockerMachine>>();
@@ -245,11 +237,6 @@ pub fn start(
     let metrics = &manager.metrics;
     let dc_queue = QueueDepth::new(dockercluster::CONTROLLER, metrics.clone(), dc_store.clone());
     let dm_queue = QueueDepth::new(dockermachine::CONTROLLER, metrics.clone(), dm_store.clone());
-    let template_queue = QueueDepth::new(
-        template::CONTROLLER,
-        metrics.clone(),
-        template_store.clone(),
-    );
 
     // DockerCluster: its own objects, and Clusters through spec.infrastructureRef.
     let filter = ChangeFilter::default();
@@ -352,41 +339,49 @@ pub fn start(
         .reconcile_on(triggers)
         .graceful_shutdown_on(stop.clone().cancelled_owned());
 
-    // DockerMachineTemplate: its own objects.
-    let queue_templates = template_queue.clone();
-    let template_events = template_events.map(move |object| {
-        queue_templates.requested(ObjectRef::from_obj(object.as_ref()));
-        object
-    });
-    let template_controller = Controller::for_shared_stream(template_events, template_store)
-        .with_config(
-            ControllerConfig::default().concurrency(config.concurrency.docker_machine_template),
-        )
-        .graceful_shutdown_on(stop.clone().cancelled_owned());
+    // The templates' capacity: DockerMachineTemplates, and DockerMachinePoolTemplates when
+    // machine pools are on (both under `--dockermachinetemplate-concurrency`).
+    let template_concurrency = config.concurrency.docker_machine_template;
+    let mut template_tasks = Vec::new();
+    template_tasks.extend(template_task(
+        &manager,
+        api::<DockerMachineTemplate>(&client, namespace),
+        watch_config(),
+        template_concurrency,
+        ctx.clone(),
+        &stop,
+    ));
+    if config.feature_gates.enabled(Feature::MachinePool) {
+        template_tasks.extend(template_task(
+            &manager,
+            api::<DockerMachinePoolTemplate>(&client, namespace),
+            watch_config(),
+            template_concurrency,
+            ctx.clone(),
+            &stop,
+        ));
+    }
 
     let (run_clusters, clusters_synced) = clusters.into_driver();
     let (run_machines, machines_synced) = machines.into_driver();
     let (run_dcs, dcs_synced) = docker_clusters.into_driver();
     let (run_dms, dms_synced) = docker_machines.into_driver();
-    let (run_templates, templates_synced) = templates.into_driver();
     let readiness = manager.readiness.clone();
-    let ready = futures::future::join3(
+    let ready = futures::future::join(
         ready_when_synced(
             readiness.clone(),
             dockercluster::CONTROLLER,
             vec![dcs_synced.clone(), clusters_synced.clone()],
         ),
         ready_when_synced(
-            readiness.clone(),
+            readiness,
             dockermachine::CONTROLLER,
             vec![dms_synced, machines_synced, clusters_synced, dcs_synced],
         ),
-        ready_when_synced(readiness, template::CONTROLLER, vec![templates_synced]),
     );
     let watches_stop = stop.clone();
     let watches = async move {
-        let all =
-            futures::future::join5(run_clusters, run_machines, run_dcs, run_dms, run_templates);
+        let all = futures::future::join4(run_clusters, run_machines, run_dcs, run_dms);
         tokio::select! {
             _ = all => tracing::warn!("The watches ended"),
             () = watches_stop.cancelled() => {}
@@ -401,8 +396,8 @@ pub fn start(
         readiness_stop.cancelled().await;
     };
 
-    let (ctx_dc, ctx_dm, ctx_template) = (ctx.clone(), ctx.clone(), ctx.clone());
-    vec![
+    let (ctx_dc, ctx_dm) = (ctx.clone(), ctx.clone());
+    let mut tasks = vec![
         ControllerTask {
             name: "watches",
             future: watches.boxed(),
@@ -440,17 +435,60 @@ pub fn start(
             }
             .boxed(),
         },
-        ControllerTask {
-            name: template::CONTROLLER,
-            future: drain(template_controller.run(
-                move |object, ctx| {
-                    template_queue.started(&object);
-                    template::reconcile(object, ctx)
-                },
-                template::error_policy,
-                ctx_template,
-            ))
-            .boxed(),
-        },
-    ]
+    ];
+    tasks.extend(template_tasks);
+    tasks
+}
+
+/// The capacity controller of one template kind as one task: its own watch, readiness once the
+/// watch has synced, and the controller. `None` (logged) if the watch refuses a subscriber.
+fn template_task<K: CapacityTemplate>(
+    manager: &manager::Context,
+    api: Api<K>,
+    config: watcher::Config,
+    concurrency: u16,
+    ctx: Arc<Context>,
+    stop: &CancellationToken,
+) -> Option<ControllerTask> {
+    let name = K::CONTROLLER;
+    manager.metrics.register_controller(name, concurrency);
+    manager.readiness.require(name);
+    let watch = SharedWatch::new(api, config, name);
+    let Some(events) = watch.subscribe() else {
+        tracing::error!(controller = name, "A shared watch refused a subscriber");
+        return None;
+    };
+    let store = watch.reader.clone();
+    let queue = QueueDepth::new(name, manager.metrics.clone(), store.clone());
+    let queued = queue.clone();
+    let events = events.map(move |object| {
+        queued.requested(ObjectRef::from_obj(object.as_ref()));
+        object
+    });
+    let controller = Controller::for_shared_stream(events, store)
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .graceful_shutdown_on(stop.clone().cancelled_owned());
+    let (driver, synced) = watch.into_driver();
+    let (readiness, stop) = (manager.readiness.clone(), stop.clone());
+    let future = async move {
+        let watch = async move {
+            tokio::select! {
+                () = driver => tracing::warn!(controller = name, "The watch ended"),
+                () = stop.cancelled() => {}
+            }
+        };
+        let run = drain(controller.run(
+            move |object, ctx| {
+                queue.started(&object);
+                template::reconcile(object, ctx)
+            },
+            template::error_policy,
+            ctx,
+        ));
+        futures::join!(watch, run, ready_when_synced(readiness, name, vec![synced]));
+    };
+    Some(ControllerTask {
+        name,
+        future: future.boxed(),
+    })
 }

@@ -3,12 +3,15 @@
 
 mod cluster;
 mod machine;
+mod pool;
 
 use std::collections::BTreeMap;
 
 use crate::api::v1beta2::{
     DockerCluster, DockerClusterSpec, DockerClusterTemplate, DockerClusterTemplateResource,
-    DockerClusterTemplateSpec, DockerMachine, DockerMachineSpec, DockerMachineTemplate,
+    DockerClusterTemplateSpec, DockerMachine, DockerMachinePool, DockerMachinePoolMachineTemplate,
+    DockerMachinePoolSpec, DockerMachinePoolTemplate, DockerMachinePoolTemplateResource,
+    DockerMachinePoolTemplateSpec, DockerMachineSpec, DockerMachineTemplate,
     DockerMachineTemplateResource, DockerMachineTemplateSpec, FailureDomain, Mount,
 };
 use crate::webhooks::field::FieldError;
@@ -49,6 +52,23 @@ impl Fixture for DockerMachineTemplate {
             "mt1",
             DockerMachineTemplateSpec {
                 template: DockerMachineTemplateResource::default(),
+            },
+        )
+    }
+}
+
+impl Fixture for DockerMachinePool {
+    fn test() -> Self {
+        DockerMachinePool::new("p1", DockerMachinePoolSpec::default())
+    }
+}
+
+impl Fixture for DockerMachinePoolTemplate {
+    fn test() -> Self {
+        DockerMachinePoolTemplate::new(
+            "pt1",
+            DockerMachinePoolTemplateSpec {
+                template: DockerMachinePoolTemplateResource::default(),
             },
         )
     }
@@ -118,14 +138,7 @@ pub(super) trait MachineSpecFixture: Sized {
     }
 
     fn mounts(mut self, mounts: &[(&str, &str)]) -> Self {
-        self.machine_spec().extra_mounts = mounts
-            .iter()
-            .map(|(container, host)| Mount {
-                container_path: (*container).into(),
-                host_path: (*host).into(),
-                read_only: false,
-            })
-            .collect();
+        self.machine_spec().extra_mounts = bind_mounts(mounts);
         self
     }
 
@@ -144,6 +157,51 @@ impl MachineSpecFixture for DockerMachine {
 impl MachineSpecFixture for DockerMachineTemplate {
     fn machine_spec(&mut self) -> &mut DockerMachineSpec {
         &mut self.spec.template.spec
+    }
+}
+
+/// Read-write bind mounts from `(containerPath, hostPath)` pairs.
+fn bind_mounts(mounts: &[(&str, &str)]) -> Vec<Mount> {
+    mounts
+        .iter()
+        .map(|(container, host)| Mount {
+            container_path: (*container).into(),
+            host_path: (*host).into(),
+            read_only: false,
+        })
+        .collect()
+}
+
+/// Edits of a pool's container settings, shared by DockerMachinePool (`spec.template`) and the
+/// pool template (`spec.template.spec.template`).
+pub(super) trait PoolFixture: Sized {
+    fn pool_settings(&mut self) -> &mut DockerMachinePoolMachineTemplate;
+
+    fn pool_image(mut self, image: &str) -> Self {
+        self.pool_settings().custom_image = image.into();
+        self
+    }
+
+    fn pool_pre_load(mut self, images: &[&str]) -> Self {
+        self.pool_settings().pre_load_images = images.iter().map(|i| (*i).into()).collect();
+        self
+    }
+
+    fn pool_mounts(mut self, mounts: &[(&str, &str)]) -> Self {
+        self.pool_settings().extra_mounts = bind_mounts(mounts);
+        self
+    }
+}
+
+impl PoolFixture for DockerMachinePool {
+    fn pool_settings(&mut self) -> &mut DockerMachinePoolMachineTemplate {
+        &mut self.spec.template
+    }
+}
+
+impl PoolFixture for DockerMachinePoolTemplate {
+    fn pool_settings(&mut self) -> &mut DockerMachinePoolMachineTemplate {
+        &mut self.spec.template.spec.template
     }
 }
 
@@ -173,6 +231,15 @@ pub(super) trait MetaFixture: Sized {
 }
 
 impl MetaFixture for DockerClusterTemplate {
+    fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
+        self.metadata.annotations.get_or_insert_with(BTreeMap::new)
+    }
+    fn template_meta(&mut self) -> &mut crate::api::v1beta2::TemplateObjectMeta {
+        &mut self.spec.template.metadata
+    }
+}
+
+impl MetaFixture for DockerMachinePoolTemplate {
     fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
         self.metadata.annotations.get_or_insert_with(BTreeMap::new)
     }
