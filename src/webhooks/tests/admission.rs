@@ -237,15 +237,20 @@ fn the_topology_dry_run_is_read_from_the_request() {
     // The topology controller patches customImage into both machine template kinds (CAPD's
     // quick-start ClusterClass: /spec/template/spec/customImage and
     // /spec/template/spec/template/customImage).
-    let machine = |image: &str| json!({"template": {"spec": {"customImage": image}}});
-    let pool = |image: &str| json!({"template": {"spec": {"template": {"customImage": image}}}});
-    let templates: [(Kind, &dyn Fn(&str) -> Value); 2] = [
-        (Kind::DockerMachineTemplate, &machine),
-        (Kind::DockerMachinePoolTemplate, &pool),
+    let templates = [
+        (
+            Kind::DockerMachineTemplate,
+            json!({"template": {"spec": {"customImage": "kindest/node:v1.31.0"}}}),
+        ),
+        (
+            Kind::DockerMachinePoolTemplate,
+            json!({"template": {"spec": {"template": {"customImage": "kindest/node:v1.31.0"}}}}),
+        ),
     ];
     for (kind, spec) in templates {
-        let old = v1beta2(kind.name(), "t1", spec("kindest/node:v1.31.0"));
-        let mut new = v1beta2(kind.name(), "t1", spec("kindest/node:v1.32.0"));
+        let old = v1beta2(kind.name(), "t1", spec.clone());
+        let patched = spec.to_string().replace("v1.31.0", "v1.32.0");
+        let mut new = v1beta2(kind.name(), "t1", serde_json::from_str(&patched).unwrap());
         new["metadata"]["annotations"] = json!({"topology.cluster.x-k8s.io/dry-run": ""});
         let mut review: Value =
             serde_json::from_slice(&admission_review(kind.name(), "UPDATE", &new, Some(&old)))
