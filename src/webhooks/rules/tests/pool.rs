@@ -15,9 +15,9 @@ fn docker_machine_pool_create() {
         (
             "image, preloads and the docker socket mount",
             DockerMachinePool::test()
-                .pool_image("kindest/node:v1.31.0")
-                .pool_pre_load(&["nginx"])
-                .pool_mounts(&[("/var/run/docker.sock", "/var/run/docker.sock")]),
+                .custom_image("kindest/node:v1.31.0")
+                .pre_load(&["nginx"])
+                .mounts(&[("/var/run/docker.sock", "/var/run/docker.sock")]),
         ),
     ] {
         check(case, validate_docker_machine_pool(&pool, None), &[]);
@@ -26,9 +26,9 @@ fn docker_machine_pool_create() {
         "every container setting is checked, under spec.template",
         validate_docker_machine_pool(
             &DockerMachinePool::test()
-                .pool_image("kindest/Node:v1.31.0")
-                .pool_pre_load(&["nginx", ""])
-                .pool_mounts(&[("/a", "relative"), ("/a/", "/b")]),
+                .custom_image("kindest/Node:v1.31.0")
+                .pre_load(&["nginx", ""])
+                .mounts(&[("/a", "relative"), ("/a/", "/b")]),
             None,
         ),
         &[
@@ -49,27 +49,27 @@ fn docker_machine_pool_create() {
 
 #[test]
 fn docker_machine_pool_update() {
-    let stored = DockerMachinePool::test().pool_image("kindest/node:v1.31.0");
+    let stored = DockerMachinePool::test().custom_image("kindest/node:v1.31.0");
     check(
         "the image may change: that is how a pool rolls out",
         validate_docker_machine_pool(
-            &stored.clone().pool_image("kindest/node:v1.32.0"),
+            &stored.clone().custom_image("kindest/node:v1.32.0"),
             Some(&stored),
         ),
         &[],
     );
-    let broken = DockerMachinePool::test().pool_mounts(&[("relative", "/x")]);
+    let broken = DockerMachinePool::test().mounts(&[("relative", "/x")]);
     check(
         "a problem stored before the checks existed does not block other edits",
         validate_docker_machine_pool(
-            &broken.clone().pool_image("kindest/node:v1.32.0"),
+            &broken.clone().custom_image("kindest/node:v1.32.0"),
             Some(&broken),
         ),
         &[],
     );
     check(
         "a problem the update brings is refused",
-        validate_docker_machine_pool(&stored.clone().pool_image("kindest/Node"), Some(&stored)),
+        validate_docker_machine_pool(&stored.clone().custom_image("kindest/Node"), Some(&stored)),
         &[&format!(
             "spec.template.customImage: Invalid value: \"kindest/Node\": {BAD_IMAGE}"
         )],
@@ -92,7 +92,7 @@ fn docker_machine_pool_template_create() {
         validate_docker_machine_pool_template(
             &DockerMachinePoolTemplate::test()
                 .template_label("", "x")
-                .pool_mounts(&[("/a", "b")]),
+                .mounts(&[("/a", "b")]),
             None,
             &Context::default(),
         ),
@@ -106,58 +106,12 @@ fn docker_machine_pool_template_create() {
 
 #[test]
 fn docker_machine_pool_template_update() {
-    let stored = DockerMachinePoolTemplate::test().pool_image("kindest/node:v1.31.0");
-    let update =
-        |case: &str, new: DockerMachinePoolTemplate, context: Context, expected: &[&str]| {
-            check(
-                case,
-                validate_docker_machine_pool_template(&new, Some(&stored), &context),
-                expected,
-            );
-        };
-    let immutable = "spec.template.spec: Invalid value: DockerMachinePoolTemplate \
-        spec.template.spec field is immutable. Please create a new resource instead. Changed: \
-        template.customImage, template.preLoadImages";
-    update("unchanged", stored.clone(), Context::default(), &[]);
-    update(
-        "template metadata may change",
-        stored.clone().template_annotation("note", "x"),
-        Context::default(),
-        &[],
-    );
-    update(
-        "spec change refused, naming what changed",
-        stored
-            .clone()
-            .pool_image("kindest/node:v1.32.0")
-            .pool_pre_load(&["nginx"]),
-        Context::default(),
-        &[immutable],
-    );
-    update(
-        "the topology controller's dry run patching customImage is allowed",
-        stored
-            .clone()
-            .pool_image("kindest/node:v1.32.0")
-            .topology_dry_run(),
-        dry_run(),
-        &[],
-    );
-    update(
-        "a plain dry run is still checked",
-        stored
-            .clone()
-            .pool_image("kindest/node:v1.32.0")
-            .pool_pre_load(&["nginx"]),
-        dry_run(),
-        &[immutable],
-    );
-    update(
-        "a dry run to something broken is refused for that",
-        stored.clone().pool_image("kindest/Node").topology_dry_run(),
-        dry_run(),
-        &[&format!(
-            "spec.template.spec.template.customImage: Invalid value: \"kindest/Node\": {BAD_IMAGE}"
-        )],
+    template_update_rules(
+        &DockerMachinePoolTemplate::test().custom_image("kindest/node:v1.31.0"),
+        validate_docker_machine_pool_template,
+        "spec.template.spec: Invalid value: DockerMachinePoolTemplate spec.template.spec field \
+         is immutable. Please create a new resource instead. Changed: template.customImage, \
+         template.preLoadImages",
+        "spec.template.spec.template.customImage",
     );
 }
