@@ -453,7 +453,7 @@ fn template_task<K: CapacityTemplate>(
     let name = K::CONTROLLER;
     manager.metrics.register_controller(name, concurrency);
     manager.readiness.require(name);
-    let watch = SharedWatch::new(api, config, name);
+    let watch = SharedWatch::new(api, config, K::KIND);
     let Some(events) = watch.subscribe() else {
         tracing::error!(controller = name, "A shared watch refused a subscriber");
         return None;

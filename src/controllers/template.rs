@@ -40,6 +40,8 @@ pub trait CapacityTemplate:
 {
     /// Name of the kind's controller in metrics and logs.
     const CONTROLLER: &'static str;
+    /// The kind, for logs.
+    const KIND: &'static str;
 
     /// The capacity the object's status reports now (`None` without status).
     fn capacity(&self) -> Option<&BTreeMap<String, Quantity>>;
@@ -47,6 +49,7 @@ pub trait CapacityTemplate:
 
 impl CapacityTemplate for DockerMachineTemplate {
     const CONTROLLER: &'static str = CONTROLLER;
+    const KIND: &'static str = "DockerMachineTemplate";
 
     fn capacity(&self) -> Option<&BTreeMap<String, Quantity>> {
         self.status.as_ref().map(|s| &s.capacity)
@@ -55,6 +58,7 @@ impl CapacityTemplate for DockerMachineTemplate {
 
 impl CapacityTemplate for DockerMachinePoolTemplate {
     const CONTROLLER: &'static str = POOL_CONTROLLER;
+    const KIND: &'static str = "DockerMachinePoolTemplate";
 
     fn capacity(&self) -> Option<&BTreeMap<String, Quantity>> {
         self.status.as_ref().map(|s| &s.capacity)
