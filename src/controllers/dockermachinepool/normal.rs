@@ -73,7 +73,9 @@ pub async fn reconcile(
     // Owner Machines without the cluster-name label (core's webhook sets it; a stand-in may not).
     for docker_machine in &docker_machines {
         if let Some(name) = owner_machine(&docker_machine.metadata)
-            && !machines.iter().any(|m| m.metadata.name.as_deref() == Some(name))
+            && !machines
+                .iter()
+                .any(|m| m.metadata.name.as_deref() == Some(name))
             && let Some(machine) = ctx.machine(&namespace, name).await?
         {
             machines.push(machine);
