@@ -1,5 +1,6 @@
-//! What keeps the controllers from acting: pause, externally managed infrastructure, and
-//! missing or malformed bootstrap data (reported clearly, without leaking it).
+//! What keeps the controllers from acting: pause, externally managed infrastructure, missing or
+//! malformed bootstrap data (reported clearly, without leaking it), and the `MachinePool`
+//! feature gate.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
@@ -387,5 +388,55 @@ async fn an_unreachable_docker_engine_stops_the_manager_with_a_clear_error() {
     assert!(
         stderr.contains("cannot reach the Docker engine"),
         "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_machine_pools_off_pool_templates_are_left_alone() {
+    let env = Env::start_with("nopools", &["--feature-gates=MachinePool=false"]).await;
+    env.wait_ready().await;
+    for (kind, spec) in [
+        (
+            "DockerMachinePoolTemplate",
+            json!({"template": {"spec": {"template": {}}}}),
+        ),
+        ("DockerMachineTemplate", json!({"template": {"spec": {}}})),
+    ] {
+        env.create(
+            &infra(kind),
+            json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": kind,
+                "metadata": {"name": "workers", "namespace": NAMESPACE},
+                "spec": spec,
+            }),
+        )
+        .await;
+    }
+    // The machine template controller runs (and would have served both by now) ...
+    eventually(
+        Duration::from_secs(30),
+        "the machine template capacity",
+        || async {
+            let t = env.get(&infra("DockerMachineTemplate"), "workers").await?;
+            t.data["status"]["capacity"].is_object().then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // ... the pool template one does not.
+    let pool_template = env
+        .get(&infra("DockerMachinePoolTemplate"), "workers")
+        .await
+        .unwrap();
+    assert!(
+        pool_template.data.get("status").is_none(),
+        "{:?}",
+        pool_template.data
+    );
+    assert!(
+        !env.manager_log().contains("dockermachinepooltemplate"),
+        "no pool template controller runs:\n{}",
+        env.manager_log()
     );
 }

@@ -62,6 +62,17 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
         }),
     )
     .await;
+    // So does a DockerMachinePoolTemplate (autoscaling a MachinePool from zero).
+    env.create(
+        &infra("DockerMachinePoolTemplate"),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "DockerMachinePoolTemplate",
+            "metadata": {"name": "pool-workers", "namespace": NAMESPACE},
+            "spec": {"template": {"spec": {"template": {"customImage": env.images.node}}}}
+        }),
+    )
+    .await;
 
     // The DockerCluster: network, load balancer, endpoint, conditions, finalizer.
     let dc = eventually(PROVISION, "the DockerCluster to be provisioned", || async {
@@ -120,6 +131,21 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
     assert_eq!(
         template.data["status"]["capacity"]["memory"],
         json!(capd::controllers::template::binary_quantity(memory))
+    );
+    let pool_template = eventually(
+        Duration::from_secs(30),
+        "the pool template capacity",
+        || async {
+            let t = env
+                .get(&infra("DockerMachinePoolTemplate"), "pool-workers")
+                .await?;
+            t.data["status"]["capacity"].is_object().then_some(t)
+        },
+    )
+    .await;
+    assert_eq!(
+        pool_template.data["status"]["capacity"],
+        template.data["status"]["capacity"]
     );
 
     // Cluster API: infrastructure ready; two control plane machines with bootstrap data.

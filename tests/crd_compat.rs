@@ -60,7 +60,16 @@ const ADDED: &[(&str, &str)] = &[
     // The machine's failure domain reported in status (issue: "addresses and failure domain
     // reported"), as later CAPD releases do; v1beta2 only (v1beta1 keeps it in conversion data).
     ("DockerMachine", ".status.failureDomain"),
+    // Autoscaling from zero for MachinePools (issue 12): the pool template reports the capacity
+    // of one machine, as DockerMachineTemplate does. CAPD 1.12's pool template has no status.
+    ("DockerMachinePoolTemplate", ".status"),
+    ("DockerMachinePoolTemplate", ".status.capacity"),
+    ("DockerMachinePoolTemplate", ".status.capacity{}"),
 ];
+
+/// Subresources we serve that the CAPD 1.12 version lacks (`kind`, subresource): the status
+/// holding the capacity above.
+const ADDED_SUBRESOURCES: &[(&str, &str)] = &[("DockerMachinePoolTemplate", "status")];
 
 /// Flattens a schema into `path -> compared keywords`, with `required` sorted.
 fn flatten(schema: &Value, path: &str, out: &mut BTreeMap<String, BTreeMap<String, Value>>) {
@@ -185,10 +194,19 @@ fn compare_version(kind: &str, reference: &Value, ours: &Value) -> Vec<String> {
     }
     let empty = Value::Object(Default::default());
     let subresources = |v: &Value| v.get("subresources").cloned().unwrap_or(empty.clone());
-    if subresources(reference) != subresources(ours) {
+    let theirs = subresources(reference);
+    let mut mine = subresources(ours);
+    for (added_to, subresource) in ADDED_SUBRESOURCES {
+        if *added_to == kind
+            && theirs.get(subresource).is_none()
+            && let Value::Object(map) = &mut mine
+        {
+            map.remove(*subresource);
+        }
+    }
+    if theirs != mine {
         problems.push(format!(
-            "{kind} {name}: subresources are {} in CAPD but {} in ours",
-            subresources(reference),
+            "{kind} {name}: subresources are {theirs} in CAPD but {} in ours",
             subresources(ours)
         ));
     }
@@ -407,6 +425,47 @@ fn comparator_reports_a_deliberately_altered_schema() {
     let (problems, _) = compare_crd(&reference, &altered);
     assert!(
         problems.iter().any(|p| p.contains("printer columns")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn the_pool_template_adds_exactly_its_capacity_status() {
+    let path = Path::new(REFERENCE)
+        .join("infrastructure.cluster.x-k8s.io_dockermachinepooltemplates.yaml");
+    let Ok(text) = std::fs::read_to_string(path) else {
+        println!("SKIPPED: reference CRDs not found at {REFERENCE}");
+        return;
+    };
+    let reference: Value = serde_saphyr::from_str(&text).unwrap();
+    let ours = our_crds()["DockerMachinePoolTemplate"].clone();
+    let (problems, _) = compare_crd(&reference, &ours);
+    assert!(problems.is_empty(), "baseline must match: {problems:?}");
+    for version in ours["spec"]["versions"].as_array().unwrap() {
+        assert_eq!(version["subresources"], serde_json::json!({"status": {}}));
+        let status = &version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
+        assert_eq!(
+            status.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["capacity"],
+            "{}",
+            version["name"]
+        );
+    }
+
+    // Anything beyond the capacity status is still reported.
+    let mut altered = ours.clone();
+    altered["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        ["nodeInfo"] = serde_json::json!({"type": "object"});
+    altered["spec"]["versions"][0]["subresources"]["scale"] = serde_json::json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"});
+    let (problems, _) = compare_crd(&reference, &altered);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains(".status.nodeInfo: not in CAPD")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("subresources")),
         "{problems:?}"
     );
 }

@@ -1,7 +1,9 @@
 //! End to end through a Kubernetes API: our CRDs (as generated into `config/crd/bases/`) installed
 //! in the test API server with conversion through our webhook server, reached like a cluster
 //! Service (`webhook-service.system.svc`) with a CA bundle. A v1beta1 client reads and writes
-//! objects stored as v1beta2, and what it cannot see survives its writes.
+//! objects stored as v1beta2, and what it cannot see survives its writes. The test API server
+//! does not call admission webhooks, so the tests send the AdmissionReviews a kube-apiserver
+//! would send (the object as converted to v1beta2) to the same webhook server themselves.
 
 // Test helpers: a failed expectation anywhere in this test crate is a test failure with its message.
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)]
@@ -13,7 +15,7 @@ use std::time::Duration;
 use base64::Engine;
 use capd::api::{v1beta1, v1beta2};
 use capd::manager::args::TlsMinVersion;
-use capd::webhooks::{Settings, WebhookConfig, WebhookServer};
+use capd::webhooks::{Endpoint, Kind, Settings, WebhookConfig, WebhookServer};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -21,7 +23,7 @@ use kube::{Client, Config};
 use serde_json::{Value, json};
 use testapiserver::{Options, TestApiServer};
 use tokio_util::sync::CancellationToken;
-use webhook_support::{Ca, write_pair};
+use webhook_support::{Ca, client_config, request, write_pair};
 
 const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 const NS: &str = "default";
@@ -29,6 +31,9 @@ const NS: &str = "default";
 /// The test API server with our CRDs, converting through our webhook server.
 struct Cluster {
     client: Client,
+    /// Our webhook server.
+    webhook: std::net::SocketAddr,
+    ca: Ca,
     _api: testapiserver::Handle,
     _certs: tempfile::TempDir,
     stop: CancellationToken,
@@ -45,7 +50,11 @@ async fn cluster() -> Cluster {
     let certs = tempfile::tempdir().unwrap();
     // cert-manager's Certificate covers <service>.<namespace>.svc; the CRDs in bases/ name the
     // Service before kustomize prefixes it.
-    write_pair(certs.path(), &ca.issue_for(&["webhook-service.system.svc"]));
+    // `localhost` too: the tests call the admission endpoints themselves.
+    write_pair(
+        certs.path(),
+        &ca.issue_for(&["webhook-service.system.svc", "localhost"]),
+    );
     let server = WebhookServer::bind(WebhookConfig {
         host: Some("127.0.0.1".into()),
         port: 0,
@@ -58,7 +67,8 @@ async fn cluster() -> Cluster {
     })
     .await
     .unwrap();
-    let port = server.local_addr().unwrap().port();
+    let webhook = server.local_addr().unwrap();
+    let port = webhook.port();
     let stop = CancellationToken::new();
     tokio::spawn(server.serve(stop.clone()));
 
@@ -101,6 +111,8 @@ async fn cluster() -> Cluster {
     }
     Cluster {
         client,
+        webhook,
+        ca,
         _api: api,
         _certs: certs,
         stop,
@@ -267,4 +279,160 @@ async fn every_kind_round_trips_through_a_v1beta1_writer() {
             "{kind}"
         );
     }
+}
+
+/// What a kube-apiserver asks our validating webhook about `object` (a v1beta2 object, as the
+/// API server converts it for a `matchPolicy: Equivalent` webhook); returns the response.
+async fn admit(
+    cluster: &Cluster,
+    operation: &str,
+    object: &Value,
+    old: Option<&Value>,
+    dry_run: bool,
+) -> Value {
+    let kind: Kind = Kind::ALL
+        .into_iter()
+        .find(|k| object["kind"] == k.name())
+        .unwrap();
+    let mut request = json!({
+        "uid": format!("{operation}-{}", object["metadata"]["name"].as_str().unwrap()),
+        "kind": {"group": GROUP, "version": "v1beta2", "kind": kind.name()},
+        "resource": {"group": GROUP, "version": "v1beta2", "resource": kind.plural()},
+        "name": object["metadata"]["name"],
+        "namespace": NS,
+        "operation": operation,
+        "object": object,
+        "dryRun": dry_run,
+    });
+    if let Some(old) = old {
+        request["oldObject"] = old.clone();
+    }
+    let review =
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
+    let answer = request_json(
+        cluster,
+        &Endpoint::Validate(kind).path(),
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    answer["response"].clone()
+}
+
+async fn request_json(cluster: &Cluster, path: &str, body: Vec<u8>) -> Value {
+    let answer = request(
+        cluster.webhook,
+        client_config(&[cluster.ca.der()], &[&rustls::version::TLS13]),
+        "POST",
+        path,
+        Some("application/json"),
+        body,
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 200, "{path}");
+    answer.json()
+}
+
+/// Issue 12, "done when": the pool objects exactly as CAPD 1.12's templates write them are
+/// accepted through our CRDs, conversion and admission webhooks: the quick-start ClusterClass's
+/// DockerMachinePoolTemplate (as release 1.12 writes it, and in the v1beta1 form of earlier
+/// releases), the DockerMachinePool of the machine-pool example (no spec at all, v1beta1), and
+/// the DockerMachinePool the topology controller makes from the template for
+/// `workers.machinePools` of the development-mp flavor, with the ClusterClass's customImage patch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capd_pool_objects_are_accepted_through_conversion_and_admission() {
+    let cluster = cluster().await;
+    let quick_start = json!({"spec": {"template": {"spec": {"template": {}}}}});
+    let objects = [
+        (
+            "v1beta2",
+            "DockerMachinePoolTemplate",
+            "quick-start-default-worker-machinepooltemplate",
+            quick_start.clone(),
+        ),
+        (
+            "v1beta1",
+            "DockerMachinePoolTemplate",
+            "quick-start-default-worker-machinepooltemplate-v1beta1",
+            quick_start,
+        ),
+        ("v1beta1", "DockerMachinePool", "worker-dmp-0", json!({})),
+        (
+            "v1beta2",
+            "DockerMachinePool",
+            "dev-mp-mp-0-x7k2p",
+            json!({
+                "metadata": {"labels": {
+                    "cluster.x-k8s.io/cluster-name": "dev-mp",
+                    "topology.cluster.x-k8s.io/owned": "",
+                    "topology.cluster.x-k8s.io/pool-name": "mp-0",
+                }},
+                "spec": {"template": {"customImage": "kindest/node:v1.34.0"}},
+            }),
+        ),
+    ];
+    for (version, kind, name, body) in objects {
+        let mut object = json!({
+            "apiVersion": format!("{GROUP}/{version}"),
+            "kind": kind,
+            "metadata": {"name": name, "namespace": NS},
+        });
+        if let Some(labels) = body.pointer("/metadata/labels") {
+            object["metadata"]["labels"] = labels.clone();
+        }
+        if let Some(spec) = body.get("spec") {
+            object["spec"] = spec.clone();
+        }
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        dynamic(&cluster.client, version, kind)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("{kind} {version} {name} refused: {e}"));
+        // What our validating webhook gets: the object converted to v1beta2.
+        let hub = dynamic(&cluster.client, "v1beta2", kind)
+            .get(name)
+            .await
+            .unwrap();
+        let hub = serde_json::to_value(&hub).unwrap();
+        let response = admit(&cluster, "CREATE", &hub, None, false).await;
+        assert_eq!(
+            response["allowed"], true,
+            "{kind} {version} {name}: {response}"
+        );
+    }
+
+    // The topology controller computes the pool template with the ClusterClass's customImage
+    // patch (/spec/template/spec/template/customImage) in a dry run: allowed. The same change
+    // for real is refused, as for DockerMachineTemplate: templates are immutable.
+    let stored = dynamic(&cluster.client, "v1beta2", "DockerMachinePoolTemplate")
+        .get("quick-start-default-worker-machinepooltemplate")
+        .await
+        .unwrap();
+    let old = serde_json::to_value(&stored).unwrap();
+    let mut patched = old.clone();
+    patched["spec"]["template"]["spec"]["template"]["customImage"] = json!("kindest/node:v1.34.0");
+    patched["metadata"]["annotations"] = json!({"topology.cluster.x-k8s.io/dry-run": ""});
+    let response = admit(&cluster, "UPDATE", &patched, Some(&old), true).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let response = admit(&cluster, "UPDATE", &patched, Some(&old), false).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(
+        response["status"]["details"]["causes"][0]["field"], "spec.template.spec",
+        "{response}"
+    );
+
+    // A pool's own image may change (that is a rollout), and a broken one is refused.
+    let pools = dynamic(&cluster.client, "v1beta2", "DockerMachinePool");
+    let old = serde_json::to_value(pools.get("dev-mp-mp-0-x7k2p").await.unwrap()).unwrap();
+    let mut upgraded = old.clone();
+    upgraded["spec"]["template"]["customImage"] = json!("kindest/node:v1.35.0");
+    let response = admit(&cluster, "UPDATE", &upgraded, Some(&old), false).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    upgraded["spec"]["template"]["customImage"] = json!("kindest/Node:v1.35.0");
+    let response = admit(&cluster, "UPDATE", &upgraded, Some(&old), false).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(
+        response["status"]["details"]["causes"][0]["field"], "spec.template.customImage",
+        "{response}"
+    );
 }

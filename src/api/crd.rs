@@ -260,13 +260,15 @@ pub fn docker_machine_pool() -> Result<CustomResourceDefinition, CrdError> {
 /// The DockerMachinePoolTemplate CRD.
 pub fn docker_machine_pool_template() -> Result<CustomResourceDefinition, CrdError> {
     merge(vec![
-        VersionSpec::spec_only::<
+        VersionSpec::with_status::<
             v1beta2::DockerMachinePoolTemplate,
             v1beta2::DockerMachinePoolTemplateSpec,
+            v1beta2::DockerMachinePoolTemplateStatus,
         >(DOCKER_MACHINE_POOL_TEMPLATE_DOC),
-        VersionSpec::spec_only::<
+        VersionSpec::with_status::<
             v1beta1::DockerMachinePoolTemplate,
             v1beta1::DockerMachinePoolTemplateSpec,
+            v1beta1::DockerMachinePoolTemplateStatus,
         >(DOCKER_MACHINE_POOL_TEMPLATE_DOC),
     ])
 }

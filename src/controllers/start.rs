@@ -20,20 +20,26 @@ use super::backoff::ErrorBackoff;
 use super::context::{Context, Stores};
 use super::queue::QueueDepth;
 use super::tasks::TaskRegistry;
+use super::template::{self, CapacityTemplate};
 use super::watches::{
     ChangeFilter, cluster_fingerprint_for_docker_cluster, cluster_fingerprint_for_docker_machines,
     cluster_to_docker_cluster, docker_cluster_cluster, docker_cluster_fingerprint,
-    docker_machine_fingerprint_for_pool, docker_machine_pools_of_cluster, docker_machine_to_pool,
-    docker_machines_of_cluster, log_invalid, machine_fingerprint, machine_pool_fingerprint,
-    machine_pool_to_docker_machine_pool, machine_to_docker_machine,
+    docker_machines_of_cluster, log_invalid, machine_fingerprint, machine_to_docker_machine,
 };
 use super::workload::WorkloadClients;
-use super::{dockercluster, dockermachine, dockermachinepool, template};
+use super::{dockercluster, dockermachine, dockermachinepool};
 use crate::api::capi::{Cluster, Machine, MachinePool};
-use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachinePool, DockerMachineTemplate};
+use crate::api::v1beta2::{
+    DockerCluster, DockerMachine, DockerMachinePool, DockerMachinePoolTemplate,
+    DockerMachineTemplate,
+};
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
 use crate::manager::{self, ControllerTask, error_chain};
+
+mod pools;
+
+use pools::{PoolEvents, pool_controller};
 
 /// Room for watch events not yet consumed by every subscriber of a shared watch.
 const SHARED_BUFFER: usize = 1024;
@@ -162,10 +168,6 @@ pub fn start(
     for (name, concurrency) in [
         (dockercluster::CONTROLLER, config.concurrency.docker_cluster),
         (dockermachine::CONTROLLER, config.concurrency.docker_machine),
-        (
-            template::CONTROLLER,
-            config.concurrency.docker_machine_template,
-        ),
     ] {
         manager.metrics.register_controller(name, concurrency);
         manager.readiness.require(name);
@@ -198,11 +200,6 @@ pub fn start(
         watch_config(),
         "DockerMachine",
     );
-    let templates = SharedWatch::new(
-        api::<DockerMachineTemplate>(&client, namespace),
-        watch_config(),
-        "DockerMachineTemplate",
-    );
     // Machine pools: watched only when their controller runs (their CRDs may not exist otherwise).
     let pool_watches = config.machine_pools.then(|| {
         (
@@ -233,7 +230,6 @@ pub fn start(
         docker_clusters.subscribe(),
         docker_clusters.subscribe(),
         docker_machines.subscribe(),
-        templates.subscribe(),
     );
     let (
         Some(clusters_for_dc),
@@ -242,19 +238,17 @@ pub fn start(
         Some(dcs_for_dc),
         Some(dcs_for_dm),
         Some(dms),
-        Some(template_events),
     ) = subscriptions
     else {
         // Shared stores always hand out subscribers; this cannot happen.
         tracing::error!("A shared watch refused a subscriber; no controller can run");
         return Vec::new();
     };
-    let (cluster_store, machine_store, dc_store, dm_store, template_store) = (
+    let (cluster_store, machine_store, dc_store, dm_store) = (
         clusters.reader.clone(),
         machines.reader.clone(),
         docker_clusters.reader.clone(),
         docker_machines.reader.clone(),
-        templates.reader.clone(),
     );
 
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DockerMachine>>();
@@ -280,11 +274,6 @@ pub fn start(
     let metrics = &manager.metrics;
     let dc_queue = QueueDepth::new(dockercluster::CONTROLLER, metrics.clone(), dc_store.clone());
     let dm_queue = QueueDepth::new(dockermachine::CONTROLLER, metrics.clone(), dm_store.clone());
-    let template_queue = QueueDepth::new(
-        template::CONTROLLER,
-        metrics.clone(),
-        template_store.clone(),
-    );
 
     // DockerCluster: its own objects, and Clusters through spec.infrastructureRef.
     let filter = ChangeFilter::default();
@@ -387,23 +376,33 @@ pub fn start(
         .reconcile_on(triggers)
         .graceful_shutdown_on(stop.clone().cancelled_owned());
 
-    // DockerMachineTemplate: its own objects.
-    let queue_templates = template_queue.clone();
-    let template_events = template_events.map(move |object| {
-        queue_templates.requested(ObjectRef::from_obj(object.as_ref()));
-        object
-    });
-    let template_controller = Controller::for_shared_stream(template_events, template_store)
-        .with_config(
-            ControllerConfig::default().concurrency(config.concurrency.docker_machine_template),
-        )
-        .graceful_shutdown_on(stop.clone().cancelled_owned());
+    // The templates' capacity: DockerMachineTemplates, and DockerMachinePoolTemplates when
+    // machine pools are on (both under `--dockermachinetemplate-concurrency`).
+    let template_concurrency = config.concurrency.docker_machine_template;
+    let mut template_tasks = Vec::new();
+    template_tasks.extend(template_task(
+        &manager,
+        api::<DockerMachineTemplate>(&client, namespace),
+        watch_config(),
+        template_concurrency,
+        ctx.clone(),
+        &stop,
+    ));
+    if config.machine_pools {
+        template_tasks.extend(template_task(
+            &manager,
+            api::<DockerMachinePoolTemplate>(&client, namespace),
+            watch_config(),
+            template_concurrency,
+            ctx.clone(),
+            &stop,
+        ));
+    }
 
     let (run_clusters, clusters_synced) = clusters.into_driver();
     let (run_machines, machines_synced) = machines.into_driver();
     let (run_dcs, dcs_synced) = docker_clusters.into_driver();
     let (run_dms, dms_synced) = docker_machines.into_driver();
-    let (run_templates, templates_synced) = templates.into_driver();
     let readiness = manager.readiness.clone();
     let pools = match (pool_watches, pool_subscriptions) {
         (
@@ -442,7 +441,7 @@ pub fn start(
             futures::future::ready(()).boxed(),
         ),
     };
-    let ready = futures::future::join4(
+    let ready = futures::future::join3(
         pool_ready,
         ready_when_synced(
             readiness.clone(),
@@ -450,16 +449,15 @@ pub fn start(
             vec![dcs_synced.clone(), clusters_synced.clone()],
         ),
         ready_when_synced(
-            readiness.clone(),
+            readiness,
             dockermachine::CONTROLLER,
             vec![dms_synced, machines_synced, clusters_synced, dcs_synced],
         ),
-        ready_when_synced(readiness, template::CONTROLLER, vec![templates_synced]),
     );
     let watches_stop = stop.clone();
     let watches = async move {
         let all = futures::future::join(
-            futures::future::join5(run_clusters, run_machines, run_dcs, run_dms, run_templates),
+            futures::future::join4(run_clusters, run_machines, run_dcs, run_dms),
             run_pool_watches,
         );
         tokio::select! {
@@ -476,9 +474,8 @@ pub fn start(
         readiness_stop.cancelled().await;
     };
 
-    let (ctx_dc, ctx_dm, ctx_template) = (ctx.clone(), ctx.clone(), ctx.clone());
-    let mut tasks: Vec<ControllerTask> = pool_task.into_iter().collect();
-    tasks.extend([
+    let (ctx_dc, ctx_dm) = (ctx.clone(), ctx.clone());
+    let mut tasks = vec![
         ControllerTask {
             name: "watches",
             future: watches.boxed(),
@@ -516,138 +513,61 @@ pub fn start(
             }
             .boxed(),
         },
-        ControllerTask {
-            name: template::CONTROLLER,
-            future: drain(template_controller.run(
-                move |object, ctx| {
-                    template_queue.started(&object);
-                    template::reconcile(object, ctx)
-                },
-                template::error_policy,
-                ctx_template,
-            ))
-            .boxed(),
-        },
-    ]);
+    ];
+    tasks.extend(template_tasks);
+    tasks.extend(pool_task);
     tasks
 }
 
-/// The subscriptions the DockerMachinePool controller reads.
-struct PoolEvents {
-    machine_pools: reflector::ReflectHandle<DeserializeGuard<MachinePool>>,
-    pools: reflector::ReflectHandle<DockerMachinePool>,
-    clusters: reflector::ReflectHandle<DeserializeGuard<Cluster>>,
-    docker_machines: reflector::ReflectHandle<DockerMachine>,
-}
-
-/// The DockerMachinePool controller, its own watches and its readiness.
-struct PoolController {
-    task: ControllerTask,
-    watches: BoxFuture<'static, ()>,
-    ready: BoxFuture<'static, ()>,
-}
-
-/// Builds the DockerMachinePool controller: its own objects, MachinePools through their
-/// infrastructure reference, the DockerMachines it made (owner reference), and the Clusters of
-/// its MachinePools. `synced` are the shared watches it reads besides its own.
-fn pool_controller(
+/// The capacity controller of one template kind as one task: its own watch, readiness once the
+/// watch has synced, and the controller. `None` (logged) if the watch refuses a subscriber.
+fn template_task<K: CapacityTemplate>(
+    manager: &manager::Context,
+    api: Api<K>,
+    config: watcher::Config,
+    concurrency: u16,
     ctx: Arc<Context>,
-    (machine_pools, pools): (
-        SharedWatch<DeserializeGuard<MachinePool>>,
-        SharedWatch<DockerMachinePool>,
-    ),
-    events: PoolEvents,
-    mut synced: Vec<watch::Receiver<bool>>,
     stop: &CancellationToken,
-) -> PoolController {
-    let manager = ctx.manager.clone();
-    let pool_store = pools.reader.clone();
-    let machine_pool_store = machine_pools.reader.clone();
-    let queue = QueueDepth::new(
-        dockermachinepool::CONTROLLER,
-        manager.metrics.clone(),
-        pool_store.clone(),
-    );
-    let (mp_filter, dm_filter, cluster_filter) = (
-        ChangeFilter::default(),
-        ChangeFilter::default(),
-        ChangeFilter::default(),
-    );
-    let (queue_own, queue_mps, queue_dms, queue_clusters) =
-        (queue.clone(), queue.clone(), queue.clone(), queue.clone());
-    let own = events.pools.map(move |object| {
-        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+) -> Option<ControllerTask> {
+    let name = K::CONTROLLER;
+    manager.metrics.register_controller(name, concurrency);
+    manager.readiness.require(name);
+    let watch = SharedWatch::new(api, config, K::KIND);
+    let Some(events) = watch.subscribe() else {
+        tracing::error!(controller = name, "A shared watch refused a subscriber");
+        return None;
+    };
+    let store = watch.reader.clone();
+    let queue = QueueDepth::new(name, manager.metrics.clone(), store.clone());
+    let queued = queue.clone();
+    let events = events.map(move |object| {
+        queued.requested(ObjectRef::from_obj(object.as_ref()));
         object
     });
-    let controller = Controller::for_shared_stream(own, pool_store)
-        .with_config(
-            ControllerConfig::default().concurrency(manager.config.concurrency.docker_machine_pool),
-        )
-        .watches_shared_stream(
-            events.machine_pools,
-            move |guarded: Arc<DeserializeGuard<MachinePool>>| {
-                log_invalid(&guarded, "MachinePool");
-                let machine_pool = guarded.0.as_ref().ok()?;
-                let uid = machine_pool.metadata.uid.clone().unwrap_or_default();
-                mp_filter
-                    .changed(&uid, &machine_pool_fingerprint(machine_pool))
-                    .then(|| machine_pool_to_docker_machine_pool(machine_pool))
-                    .flatten()
-                    .map(|object| queue_mps.requested(object))
-            },
-        )
-        .watches_shared_stream(events.docker_machines, move |dm: Arc<DockerMachine>| {
-            let uid = dm.metadata.uid.clone().unwrap_or_default();
-            dm_filter
-                .changed(&uid, &docker_machine_fingerprint_for_pool(&dm))
-                .then(|| docker_machine_to_pool(&dm))
-                .flatten()
-                .map(|object| queue_dms.requested(object))
-        })
-        .watches_shared_stream(
-            events.clusters,
-            move |guarded: Arc<DeserializeGuard<Cluster>>| {
-                let Ok(cluster) = guarded.0.as_ref() else {
-                    return Vec::new();
-                };
-                let uid = cluster.metadata.uid.clone().unwrap_or_default();
-                if !cluster_filter.changed(&uid, &cluster_fingerprint_for_docker_machines(cluster))
-                {
-                    return Vec::new();
-                }
-                let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
-                let name = cluster.metadata.name.clone().unwrap_or_default();
-                docker_machine_pools_of_cluster(&namespace, &name, &machine_pool_store)
-                    .into_iter()
-                    .map(|object| queue_clusters.requested(object))
-                    .collect()
-            },
-        )
+    let controller = Controller::for_shared_stream(events, store)
+        .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(stop.clone().cancelled_owned());
-    let (run_machine_pools, machine_pools_synced) = machine_pools.into_driver();
-    let (run_pools, pools_synced) = pools.into_driver();
-    synced.extend([machine_pools_synced, pools_synced]);
-    PoolController {
-        task: ControllerTask {
-            name: dockermachinepool::CONTROLLER,
-            future: drain(controller.run(
-                move |object, ctx| {
-                    queue.started(&object);
-                    dockermachinepool::reconcile(object, ctx)
-                },
-                dockermachinepool::error_policy,
-                ctx,
-            ))
-            .boxed(),
-        },
-        watches: futures::future::join(run_machine_pools, run_pools)
-            .map(|_| ())
-            .boxed(),
-        ready: ready_when_synced(
-            manager.readiness.clone(),
-            dockermachinepool::CONTROLLER,
-            synced,
-        )
-        .boxed(),
-    }
+    let (driver, synced) = watch.into_driver();
+    let (readiness, stop) = (manager.readiness.clone(), stop.clone());
+    let future = async move {
+        let watch = async move {
+            tokio::select! {
+                () = driver => tracing::warn!(controller = name, "The watch ended"),
+                () = stop.cancelled() => {}
+            }
+        };
+        let run = drain(controller.run(
+            move |object, ctx| {
+                queue.started(&object);
+                template::reconcile(object, ctx)
+            },
+            template::error_policy,
+            ctx,
+        ));
+        futures::join!(watch, run, ready_when_synced(readiness, name, vec![synced]));
+    };
+    Some(ControllerTask {
+        name,
+        future: future.boxed(),
+    })
 }

@@ -1,23 +1,75 @@
-//! The DockerMachineTemplate controller: publishes `status.capacity` (CPU and memory of the
-//! Docker host) so the cluster autoscaler can scale a node group up from zero.
+//! The template controllers: publish `status.capacity` (CPU and memory of the Docker host) of
+//! DockerMachineTemplates and DockerMachinePoolTemplates, so the cluster autoscaler can scale a
+//! node group or a MachinePool up from zero. One reconcile, generic over [`CapacityTemplate`],
+//! runs as two controllers (the pool one only with the `MachinePool` feature gate).
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::ResourceExt;
+use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tracing::instrument;
 
 use super::apply::apply_status;
 use super::context::Context;
 use super::error::{Error, Result, is_not_found};
 use super::meta::key;
-use crate::api::v1beta2::{DockerMachineTemplate, DockerMachineTemplateStatus};
+use crate::api::v1beta2::{DockerMachinePoolTemplate, DockerMachineTemplate};
 use crate::docker::HostInfo;
 
-/// Name of the controller in metrics and logs.
+/// Name of the DockerMachineTemplate controller in metrics and logs.
 pub const CONTROLLER: &str = "dockermachinetemplate";
+
+/// Name of the DockerMachinePoolTemplate controller in metrics and logs.
+pub const POOL_CONTROLLER: &str = "dockermachinepooltemplate";
+
+/// A template kind whose status carries the capacity of one machine made from it.
+pub trait CapacityTemplate:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// Name of the kind's controller in metrics and logs.
+    const CONTROLLER: &'static str;
+    /// The kind, for logs.
+    const KIND: &'static str;
+
+    /// The capacity the object's status reports now (`None` without status).
+    fn capacity(&self) -> Option<&BTreeMap<String, Quantity>>;
+}
+
+impl CapacityTemplate for DockerMachineTemplate {
+    const CONTROLLER: &'static str = CONTROLLER;
+    const KIND: &'static str = "DockerMachineTemplate";
+
+    fn capacity(&self) -> Option<&BTreeMap<String, Quantity>> {
+        self.status.as_ref().map(|s| &s.capacity)
+    }
+}
+
+impl CapacityTemplate for DockerMachinePoolTemplate {
+    const CONTROLLER: &'static str = POOL_CONTROLLER;
+    const KIND: &'static str = "DockerMachinePoolTemplate";
+
+    fn capacity(&self) -> Option<&BTreeMap<String, Quantity>> {
+        self.status.as_ref().map(|s| &s.capacity)
+    }
+}
+
+/// The status body both template kinds share: only `capacity`.
+#[derive(Serialize)]
+struct CapacityStatus<'a> {
+    capacity: &'a BTreeMap<String, Quantity>,
+}
 
 /// A byte count in Kubernetes' canonical binary form (`16Gi`, `8044884Ki`, `1000`).
 pub fn binary_quantity(bytes: u64) -> String {
@@ -48,41 +100,39 @@ pub fn capacity(host: &HostInfo) -> BTreeMap<String, Quantity> {
     ])
 }
 
-/// Reconciles one DockerMachineTemplate.
-pub async fn reconcile(template: Arc<DockerMachineTemplate>, ctx: Arc<Context>) -> Result<Action> {
+/// Reconciles one template of either kind.
+pub async fn reconcile<K: CapacityTemplate>(template: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     ctx.reconciled(
-        CONTROLLER,
+        K::CONTROLLER,
         template.as_ref(),
-        reconcile_one(&template, &ctx),
+        reconcile_one(template.as_ref(), &ctx),
     )
     .await
 }
 
 /// Retry delay after a failure: the object's own backoff.
-pub fn error_policy(
-    template: Arc<DockerMachineTemplate>,
+pub fn error_policy<K: CapacityTemplate>(
+    template: Arc<K>,
     _error: &Error,
     ctx: Arc<Context>,
 ) -> Action {
     ctx.requeue_after_failure(template.as_ref())
 }
 
-#[instrument(skip_all, fields(dockermachinetemplate = %key(&template.metadata)), err)]
-async fn reconcile_one(template: &DockerMachineTemplate, ctx: &Context) -> Result<Action> {
+#[instrument(skip_all, fields(controller = K::CONTROLLER, template = %key(template.meta())), err)]
+async fn reconcile_one<K: CapacityTemplate>(template: &K, ctx: &Context) -> Result<Action> {
     let host = ctx
         .runtime
         .host_info()
         .await
         .map_err(Error::runtime("read the Docker host facts"))?;
-    let wanted = DockerMachineTemplateStatus {
-        capacity: capacity(&host),
-    };
-    if template.status.as_ref() != Some(&wanted) {
+    let wanted = capacity(&host);
+    if template.capacity() != Some(&wanted) {
         let namespace = template.namespace().unwrap_or_default();
         match apply_status(
-            &ctx.api::<DockerMachineTemplate>(&namespace),
+            &ctx.api::<K>(&namespace),
             &template.name_any(),
-            &wanted,
+            &CapacityStatus { capacity: &wanted },
         )
         .await
         {

@@ -36,7 +36,10 @@ pub const REQUIRED_RESOURCES: [(&str, &[&str]); 2] = [
 /// The resources the DockerMachinePool controller watches besides [`REQUIRED_RESOURCES`]: it runs
 /// only where they are served (see [`missing_machine_pool_resources`]).
 pub const MACHINE_POOL_RESOURCES: [(&str, &[&str]); 2] = [
-    (INFRASTRUCTURE_GROUP_VERSION, &["dockermachinepools"]),
+    (
+        INFRASTRUCTURE_GROUP_VERSION,
+        &["dockermachinepools", "dockermachinepooltemplates"],
+    ),
     (CLUSTER_API_GROUP_VERSION, &["machinepools"]),
 ];
 

@@ -149,10 +149,13 @@ fn admit(
         Endpoint::Mutate(Kind::DockerClusterTemplate) => {
             mutate(request, kind.name(), rules::default_docker_cluster_template)
         }
-        // CAPD registers no defaulting for machines.
-        Endpoint::Mutate(Kind::DockerMachine | Kind::DockerMachineTemplate) => {
-            Ok(AdmissionResponse::allow(&request.uid))
-        }
+        // Machines and pools have nothing to default (CAPD registers no defaulting for them).
+        Endpoint::Mutate(
+            Kind::DockerMachine
+            | Kind::DockerMachineTemplate
+            | Kind::DockerMachinePool
+            | Kind::DockerMachinePoolTemplate,
+        ) => Ok(AdmissionResponse::allow(&request.uid)),
         Endpoint::Validate(Kind::DockerCluster) => {
             validate(request, kind.name(), update, rules::validate_docker_cluster)
         }
@@ -167,6 +170,17 @@ fn admit(
         Endpoint::Validate(Kind::DockerMachineTemplate) => {
             validate(request, kind.name(), update, |new, old| {
                 rules::validate_docker_machine_template(new, old, &context)
+            })
+        }
+        Endpoint::Validate(Kind::DockerMachinePool) => validate(
+            request,
+            kind.name(),
+            update,
+            rules::validate_docker_machine_pool,
+        ),
+        Endpoint::Validate(Kind::DockerMachinePoolTemplate) => {
+            validate(request, kind.name(), update, |new, old| {
+                rules::validate_docker_machine_pool_template(new, old, &context)
             })
         }
     }

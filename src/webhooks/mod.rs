@@ -50,15 +50,21 @@ pub enum Kind {
     DockerMachine,
     /// DockerMachineTemplate.
     DockerMachineTemplate,
+    /// DockerMachinePool.
+    DockerMachinePool,
+    /// DockerMachinePoolTemplate.
+    DockerMachinePoolTemplate,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 6] = [
         Kind::DockerCluster,
         Kind::DockerClusterTemplate,
         Kind::DockerMachine,
         Kind::DockerMachineTemplate,
+        Kind::DockerMachinePool,
+        Kind::DockerMachinePoolTemplate,
     ];
 
     /// The kind's name (`DockerCluster`).
@@ -68,6 +74,8 @@ impl Kind {
             Kind::DockerClusterTemplate => "DockerClusterTemplate",
             Kind::DockerMachine => "DockerMachine",
             Kind::DockerMachineTemplate => "DockerMachineTemplate",
+            Kind::DockerMachinePool => "DockerMachinePool",
+            Kind::DockerMachinePoolTemplate => "DockerMachinePoolTemplate",
         }
     }
 
@@ -78,6 +86,8 @@ impl Kind {
             Kind::DockerClusterTemplate => "dockerclustertemplates",
             Kind::DockerMachine => "dockermachines",
             Kind::DockerMachineTemplate => "dockermachinetemplates",
+            Kind::DockerMachinePool => "dockermachinepools",
+            Kind::DockerMachinePoolTemplate => "dockermachinepooltemplates",
         }
     }
 }
@@ -92,14 +102,18 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    /// The endpoints CAPD registers: defaulting for the cluster kinds, validation for all four.
-    pub const ALL: [Endpoint; 6] = [
+    /// The endpoints served: CAPD's (defaulting for the cluster kinds, validation for the
+    /// cluster and machine kinds) and validation for the pool kinds, which CAPD does not check.
+    /// Nothing of a machine or a pool has a default, so they get no defaulting webhook.
+    pub const ALL: [Endpoint; 8] = [
         Endpoint::Mutate(Kind::DockerCluster),
         Endpoint::Mutate(Kind::DockerClusterTemplate),
         Endpoint::Validate(Kind::DockerCluster),
         Endpoint::Validate(Kind::DockerClusterTemplate),
         Endpoint::Validate(Kind::DockerMachine),
         Endpoint::Validate(Kind::DockerMachineTemplate),
+        Endpoint::Validate(Kind::DockerMachinePool),
+        Endpoint::Validate(Kind::DockerMachinePoolTemplate),
     ];
 
     /// The kind the endpoint judges.

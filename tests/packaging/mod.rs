@@ -16,11 +16,13 @@ pub const SERVICE_ACCOUNT: &str = "capd-manager";
 pub const COMPONENTS_FILE: &str = "infrastructure-components.yaml";
 pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 pub const LEASE: &str = "controller-leader-election-capd";
-pub const KINDS: [(&str, &str); 4] = [
+pub const KINDS: [(&str, &str); 6] = [
     ("DockerCluster", "dockerclusters"),
     ("DockerClusterTemplate", "dockerclustertemplates"),
     ("DockerMachine", "dockermachines"),
     ("DockerMachineTemplate", "dockermachinetemplates"),
+    ("DockerMachinePool", "dockermachinepools"),
+    ("DockerMachinePoolTemplate", "dockermachinepooltemplates"),
 ];
 pub const CLUSTER_SCOPED: [&str; 6] = [
     "Namespace",

@@ -95,10 +95,12 @@ pub fn docker_machine_pool_template_to_hub(
                 spec: spec_up(&template.spec),
             },
         },
+        status: src.status.clone(),
     })
 }
 
-/// Converts a hub DockerMachinePoolTemplate to v1beta1 (both versions hold the same data).
+/// Converts a hub DockerMachinePoolTemplate to v1beta1 (both versions hold the same data,
+/// including the `capacity` status this provider adds to both).
 pub fn docker_machine_pool_template_from_hub(
     src: &v1beta2::DockerMachinePoolTemplate,
 ) -> Result<v1beta1::DockerMachinePoolTemplate, ConversionError> {
@@ -114,5 +116,6 @@ pub fn docker_machine_pool_template_from_hub(
                 spec: spec_down(&template.spec),
             },
         },
+        status: src.status.clone(),
     })
 }

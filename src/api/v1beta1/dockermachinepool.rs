@@ -8,7 +8,10 @@ use super::common::TemplateObjectMeta;
 use crate::api::conditions::V1Beta1Condition;
 use crate::api::is_default;
 
-pub use crate::api::v1beta2::{DockerMachinePoolInstanceStatus, DockerMachinePoolMachineTemplate};
+pub use crate::api::v1beta2::{
+    DockerMachinePoolInstanceStatus, DockerMachinePoolMachineTemplate,
+    DockerMachinePoolTemplateStatus,
+};
 
 /// Desired state of a DockerMachinePool (v1beta1).
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -84,6 +87,7 @@ pub struct DockerMachinePoolStatus {
     kind = "DockerMachinePoolTemplate",
     plural = "dockermachinepooltemplates",
     namespaced,
+    status = "DockerMachinePoolTemplateStatus",
     category = "cluster-api",
     schema = "disabled",
     derive = "PartialEq",

@@ -1,5 +1,8 @@
 //! DockerMachinePool and DockerMachinePoolTemplate (v1beta2, the hub and storage version).
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -130,6 +133,7 @@ pub struct DockerMachinePoolInstanceStatus {
     kind = "DockerMachinePoolTemplate",
     plural = "dockermachinepooltemplates",
     namespaced,
+    status = "DockerMachinePoolTemplateStatus",
     category = "cluster-api",
     schema = "disabled",
     derive = "PartialEq",
@@ -155,4 +159,16 @@ pub struct DockerMachinePoolTemplateResource {
     pub metadata: TemplateObjectMeta,
     /// Spec of DockerMachinePools created from the template.
     pub spec: DockerMachinePoolSpec,
+}
+
+/// Observed state of a DockerMachinePoolTemplate. CAPD 1.12 has no status on this kind; this
+/// provider adds `capacity` as DockerMachineTemplate has it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerMachinePoolTemplateStatus {
+    /// Resources (`cpu`, `memory`) one machine of a pool made from this template provides, so
+    /// the cluster autoscaler can scale a MachinePool up from zero.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::api::schema::quantity_map")]
+    pub capacity: BTreeMap<String, Quantity>,
 }

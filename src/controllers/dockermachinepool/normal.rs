@@ -18,6 +18,7 @@ use crate::controllers::context::{Context, EventKind};
 use crate::controllers::dockermachine::container::{Environment, extra_mounts, image_for};
 use crate::controllers::error::Result;
 use crate::controllers::loadbalancer::ip_family;
+use crate::controllers::meta::owner_machine;
 use crate::docker::kind::Mapping;
 use crate::docker::node::{
     MACHINE_POOL_LABEL, NodeRole, cluster_selector, create_node, machine_container_name,
@@ -69,7 +70,18 @@ pub async fn reconcile(
         )),
     )?;
     let docker_machines = pool_docker_machines(ctx, pool, Some(cluster_name)).await?;
-    let machines = cluster_machines(ctx, &namespace, cluster_name).await?;
+    let mut machines = cluster_machines(ctx, &namespace, cluster_name).await?;
+    // Owner Machines without the cluster-name label (core's webhook sets it; a stand-in may not).
+    for docker_machine in &docker_machines {
+        if let Some(name) = owner_machine(&docker_machine.metadata)
+            && !machines
+                .iter()
+                .any(|m| m.metadata.name.as_deref() == Some(name))
+            && let Some(machine) = ctx.machine(&namespace, name).await?
+        {
+            machines.push(machine);
+        }
+    }
     let image = image_for(
         machine_pool.spec.template.spec.version.as_deref(),
         &pool.spec.template.custom_image,

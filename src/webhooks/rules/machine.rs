@@ -1,12 +1,12 @@
-//! DockerMachine and DockerMachineTemplate: validation (CAPD defaults nothing on machines).
+//! DockerMachine and DockerMachineTemplate: validation (CAPD defaults nothing on machines), and
+//! the container settings checks DockerMachinePool shares.
 
 use std::collections::BTreeMap;
 
-use super::{Context, check_image, ratchet, template_spec_immutable};
+use super::{Context, TemplateParts, check_image, ratchet, validate_immutable_template};
 use crate::api::duration::parse_go_duration;
-use crate::api::v1beta2::{DockerMachine, DockerMachineSpec, DockerMachineTemplate};
+use crate::api::v1beta2::{DockerMachine, DockerMachineSpec, DockerMachineTemplate, Mount};
 use crate::webhooks::field::{self, FieldError};
-use crate::webhooks::meta::validate_template_metadata;
 
 /// Validates a DockerMachine being created (`old` is `None`) or updated.
 pub fn validate_docker_machine(
@@ -36,47 +36,70 @@ pub fn validate_docker_machine_template(
     old: Option<&DockerMachineTemplate>,
     context: &Context,
 ) -> Vec<FieldError> {
-    let resource = &new.spec.template;
-    let spec_path = "spec.template.spec";
-    let mut errors = Vec::new();
-    if let Some(old) = old
-        && old.spec.template.spec != resource.spec
-        && !context.skips_immutability(new.metadata.annotations.as_ref())
-    {
-        errors.push(template_spec_immutable(
-            "DockerMachineTemplate",
-            &old.spec.template.spec,
-            &resource.spec,
-        ));
-    }
-    errors.extend(validate_template_metadata(
-        &resource.metadata,
-        "spec.template.metadata",
-    ));
-    errors.extend(ratchet(
-        spec_problems(&resource.spec, spec_path),
-        old.map(|o| spec_problems(&o.spec.template.spec, spec_path)),
-    ));
-    errors
+    validate_immutable_template(
+        "DockerMachineTemplate",
+        TemplateParts {
+            annotations: new.metadata.annotations.as_ref(),
+            metadata: &new.spec.template.metadata,
+            spec: &new.spec.template.spec,
+        },
+        old.map(|o| &o.spec.template.spec),
+        context,
+        spec_problems,
+    )
 }
 
 /// The checks this provider adds: images, mounts and the bootstrap timeout.
 fn spec_problems(spec: &DockerMachineSpec, path: &str) -> Vec<FieldError> {
+    let mut errors = container_problems(
+        ContainerSettings {
+            custom_image: &spec.custom_image,
+            pre_load_images: &spec.pre_load_images,
+            extra_mounts: &spec.extra_mounts,
+        },
+        path,
+    );
+    if let Some(timeout) = &spec.bootstrap_timeout {
+        let problem = match parse_go_duration(timeout) {
+            Ok(duration) if duration.is_zero() => Some("must be longer than zero".to_string()),
+            Ok(_) => None,
+            Err(error) => Some(error.to_string()),
+        };
+        if let Some(problem) = problem {
+            errors.push(FieldError::invalid(
+                format!("{path}.bootstrapTimeout"),
+                timeout.as_str(),
+                format!("must be a duration such as 5m or 90s: {problem}"),
+            ));
+        }
+    }
+    errors
+}
+
+/// The container settings DockerMachine and DockerMachinePool share.
+pub(super) struct ContainerSettings<'a> {
+    pub(super) custom_image: &'a str,
+    pub(super) pre_load_images: &'a [String],
+    pub(super) extra_mounts: &'a [Mount],
+}
+
+/// The checks of the container settings at `path`: image references and bind mounts.
+pub(super) fn container_problems(settings: ContainerSettings<'_>, path: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    if !spec.custom_image.is_empty() {
+    if !settings.custom_image.is_empty() {
         check_image(
             &format!("{path}.customImage"),
-            &spec.custom_image,
+            settings.custom_image,
             &mut errors,
         );
     }
     let images = format!("{path}.preLoadImages");
-    for (i, image) in spec.pre_load_images.iter().enumerate() {
+    for (i, image) in settings.pre_load_images.iter().enumerate() {
         check_image(&field::index(&images, i), image, &mut errors);
     }
     let mounts = format!("{path}.extraMounts");
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, mount) in spec.extra_mounts.iter().enumerate() {
+    for (i, mount) in settings.extra_mounts.iter().enumerate() {
         let at = field::index(&mounts, i);
         check_mount_path(
             &format!("{at}.containerPath"),
@@ -96,20 +119,6 @@ fn spec_problems(spec: &DockerMachineSpec, path: &str) -> Vec<FieldError> {
                 field::index(&mounts, first)
             );
             errors.push(duplicate);
-        }
-    }
-    if let Some(timeout) = &spec.bootstrap_timeout {
-        let problem = match parse_go_duration(timeout) {
-            Ok(duration) if duration.is_zero() => Some("must be longer than zero".to_string()),
-            Ok(_) => None,
-            Err(error) => Some(error.to_string()),
-        };
-        if let Some(problem) = problem {
-            errors.push(FieldError::invalid(
-                format!("{path}.bootstrapTimeout"),
-                timeout.as_str(),
-                format!("must be a duration such as 5m or 90s: {problem}"),
-            ));
         }
     }
     errors

@@ -10,6 +10,9 @@
 //! - DockerMachineTemplate: `spec.template.spec` is immutable except for the topology
 //!   controller's dry-run requests.
 //! - Templates: `spec.template.metadata` labels and annotations must be valid.
+//! - DockerMachinePool(Template): CAPD has no admission webhooks for pools. This provider checks
+//!   the pool's container settings like a DockerMachine's, and keeps a pool template's
+//!   `spec.template.spec` immutable like DockerMachineTemplate's.
 //!
 //! Deliberate differences:
 //! - Defaulting also *sorts* failure domains by name. CAPD refuses an unsorted list, which makes
@@ -27,12 +30,14 @@
 
 mod cluster;
 mod machine;
+mod pool;
 
 #[cfg(test)]
 mod tests;
 
 pub use cluster::*;
 pub use machine::*;
+pub use pool::*;
 
 use std::collections::BTreeMap;
 
@@ -40,7 +45,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::field::{self, FieldError};
+use super::meta::validate_template_metadata;
 use super::reference::{REFERENCE_FORMAT, reference_problem};
+use crate::api::v1beta2::TemplateObjectMeta;
 
 /// Annotation the Cluster API topology controller puts on objects it sends in dry-run requests.
 pub const TOPOLOGY_DRY_RUN_ANNOTATION: &str = "topology.cluster.x-k8s.io/dry-run";
@@ -60,6 +67,46 @@ impl Context {
     pub fn skips_immutability(&self, annotations: Option<&BTreeMap<String, String>>) -> bool {
         self.dry_run && annotations.is_some_and(|a| a.contains_key(TOPOLOGY_DRY_RUN_ANNOTATION))
     }
+}
+
+/// What the template rules read of a template object.
+struct TemplateParts<'a, S> {
+    /// `metadata.annotations` of the template object (the topology dry-run marker).
+    annotations: Option<&'a BTreeMap<String, String>>,
+    /// `spec.template.metadata`.
+    metadata: &'a TemplateObjectMeta,
+    /// `spec.template.spec`.
+    spec: &'a S,
+}
+
+/// The rules of the machine templates (DockerMachineTemplate, DockerMachinePoolTemplate):
+/// `spec.template.spec` is immutable except for the topology controller's dry runs, the
+/// template metadata must be valid, and `problems` found in the spec (ratcheted on update) are
+/// refused.
+fn validate_immutable_template<S: PartialEq + Serialize>(
+    kind: &str,
+    new: TemplateParts<'_, S>,
+    old: Option<&S>,
+    context: &Context,
+    problems: impl Fn(&S, &str) -> Vec<FieldError>,
+) -> Vec<FieldError> {
+    let spec_path = "spec.template.spec";
+    let mut errors = Vec::new();
+    if let Some(old) = old
+        && old != new.spec
+        && !context.skips_immutability(new.annotations)
+    {
+        errors.push(template_spec_immutable(kind, old, new.spec));
+    }
+    errors.extend(validate_template_metadata(
+        new.metadata,
+        "spec.template.metadata",
+    ));
+    errors.extend(ratchet(
+        problems(new.spec, spec_path),
+        old.map(|o| problems(o, spec_path)),
+    ));
+    errors
 }
 
 /// The error for a changed immutable template spec, naming what changed.

@@ -234,41 +234,48 @@ fn the_cluster_topology_gate_decides_template_creation() {
 
 #[test]
 fn the_topology_dry_run_is_read_from_the_request() {
-    let old = v1beta2(
-        "DockerMachineTemplate",
-        "mt1",
-        json!({"template": {"spec": {"customImage": "kindest/node:v1.31.0"}}}),
-    );
-    let mut new = v1beta2(
-        "DockerMachineTemplate",
-        "mt1",
-        json!({"template": {"spec": {"customImage": "kindest/node:v1.32.0"}}}),
-    );
-    new["metadata"]["annotations"] = json!({"topology.cluster.x-k8s.io/dry-run": ""});
-    let mut review: Value = serde_json::from_slice(&admission_review(
-        "DockerMachineTemplate",
-        "UPDATE",
-        &new,
-        Some(&old),
-    ))
-    .unwrap();
-    let endpoint = Endpoint::Validate(Kind::DockerMachineTemplate);
-    let (_, body) = run(
-        endpoint,
-        Settings::default(),
-        &serde_json::to_vec(&review).unwrap(),
-    );
-    assert_eq!(body["response"]["allowed"], false, "not a dry run: {body}");
-    review["request"]["dryRun"] = json!(true);
-    let (_, body) = run(
-        endpoint,
-        Settings::default(),
-        &serde_json::to_vec(&review).unwrap(),
-    );
-    assert_eq!(
-        body["response"]["allowed"], true,
-        "topology dry run: {body}"
-    );
+    // The topology controller patches customImage into both machine template kinds (CAPD's
+    // quick-start ClusterClass: /spec/template/spec/customImage and
+    // /spec/template/spec/template/customImage).
+    let templates = [
+        (
+            Kind::DockerMachineTemplate,
+            json!({"template": {"spec": {"customImage": "kindest/node:v1.31.0"}}}),
+        ),
+        (
+            Kind::DockerMachinePoolTemplate,
+            json!({"template": {"spec": {"template": {"customImage": "kindest/node:v1.31.0"}}}}),
+        ),
+    ];
+    for (kind, spec) in templates {
+        let old = v1beta2(kind.name(), "t1", spec.clone());
+        let patched = spec.to_string().replace("v1.31.0", "v1.32.0");
+        let mut new = v1beta2(kind.name(), "t1", serde_json::from_str(&patched).unwrap());
+        new["metadata"]["annotations"] = json!({"topology.cluster.x-k8s.io/dry-run": ""});
+        let mut review: Value =
+            serde_json::from_slice(&admission_review(kind.name(), "UPDATE", &new, Some(&old)))
+                .unwrap();
+        let endpoint = Endpoint::Validate(kind);
+        let (_, body) = run(
+            endpoint,
+            Settings::default(),
+            &serde_json::to_vec(&review).unwrap(),
+        );
+        assert_eq!(
+            body["response"]["allowed"], false,
+            "{kind:?}, not a dry run: {body}"
+        );
+        review["request"]["dryRun"] = json!(true);
+        let (_, body) = run(
+            endpoint,
+            Settings::default(),
+            &serde_json::to_vec(&review).unwrap(),
+        );
+        assert_eq!(
+            body["response"]["allowed"], true,
+            "{kind:?}, topology dry run: {body}"
+        );
+    }
 }
 
 #[test]

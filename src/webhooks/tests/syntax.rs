@@ -209,10 +209,16 @@ fn endpoint_paths_are_capds() {
             "/validate-infrastructure-cluster-x-k8s-io-v1beta2-dockerclustertemplate",
             "/validate-infrastructure-cluster-x-k8s-io-v1beta2-dockermachine",
             "/validate-infrastructure-cluster-x-k8s-io-v1beta2-dockermachinetemplate",
+            "/validate-infrastructure-cluster-x-k8s-io-v1beta2-dockermachinepool",
+            "/validate-infrastructure-cluster-x-k8s-io-v1beta2-dockermachinepooltemplate",
         ]
     );
     assert_eq!(
         Kind::DockerMachineTemplate.plural(),
         "dockermachinetemplates"
+    );
+    assert_eq!(
+        Kind::DockerMachinePoolTemplate.plural(),
+        "dockermachinepooltemplates"
     );
 }

@@ -67,7 +67,11 @@ proptest! {
     }
 
     #[test]
-    fn hub_pool_and_its_template_survive_v1beta1(hub in hub_pool(), labels in string_map()) {
+    fn hub_pool_and_its_template_survive_v1beta1(
+        hub in hub_pool(),
+        labels in string_map(),
+        capacity in prop::option::of(capacity()),
+    ) {
         let down = docker_machine_pool_from_hub(&hub).unwrap();
         prop_assert_eq!(docker_machine_pool_to_hub(&down).unwrap(), hub.clone());
         prop_assert_eq!(json_round_trip(&hub, V1BETA1, V1BETA2), serde_json::to_value(&hub).unwrap());
@@ -79,9 +83,11 @@ proptest! {
                     spec: hub.spec.clone(),
                 },
             },
+            status: capacity.map(|capacity| v1beta2::DockerMachinePoolTemplateStatus { capacity }),
         };
         let down = docker_machine_pool_template_from_hub(&template).unwrap();
         prop_assert_eq!(&down.metadata, &template.metadata);
+        prop_assert_eq!(&down.status, &template.status);
         prop_assert_eq!(json_round_trip(&template, V1BETA1, V1BETA2), serde_json::to_value(&template).unwrap());
     }
 

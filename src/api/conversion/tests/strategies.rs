@@ -296,14 +296,18 @@ pub(super) fn hub_machine() -> impl Strategy<Value = v1beta2::DockerMachine> {
     })
 }
 
-pub(super) fn hub_machine_template() -> impl Strategy<Value = v1beta2::DockerMachineTemplate> {
-    let capacity = prop::collection::btree_map(
+/// A template's `status.capacity`: some of cpu and memory.
+pub(super) fn capacity() -> impl Strategy<Value = BTreeMap<String, Quantity>> {
+    prop::collection::btree_map(
         prop_oneof![Just("cpu".to_string()), Just("memory".to_string())],
         prop_oneof![Just("4"), Just("16Gi")].prop_map(|q| Quantity(q.to_string())),
         0..3,
-    );
+    )
+}
+
+pub(super) fn hub_machine_template() -> impl Strategy<Value = v1beta2::DockerMachineTemplate> {
     let status = prop::option::of(
-        capacity.prop_map(|capacity| v1beta2::DockerMachineTemplateStatus { capacity }),
+        capacity().prop_map(|capacity| v1beta2::DockerMachineTemplateStatus { capacity }),
     );
     (metadata(), string_map(), machine_spec(), status).prop_map(
         |(metadata, labels, spec, status)| v1beta2::DockerMachineTemplate {

@@ -3,12 +3,15 @@
 
 mod cluster;
 mod machine;
+mod pool;
 
 use std::collections::BTreeMap;
 
 use crate::api::v1beta2::{
     DockerCluster, DockerClusterSpec, DockerClusterTemplate, DockerClusterTemplateResource,
-    DockerClusterTemplateSpec, DockerMachine, DockerMachineSpec, DockerMachineTemplate,
+    DockerClusterTemplateSpec, DockerMachine, DockerMachinePool, DockerMachinePoolMachineTemplate,
+    DockerMachinePoolSpec, DockerMachinePoolTemplate, DockerMachinePoolTemplateResource,
+    DockerMachinePoolTemplateSpec, DockerMachineSpec, DockerMachineTemplate,
     DockerMachineTemplateResource, DockerMachineTemplateSpec, FailureDomain, Mount,
 };
 use crate::webhooks::field::FieldError;
@@ -49,6 +52,23 @@ impl Fixture for DockerMachineTemplate {
             "mt1",
             DockerMachineTemplateSpec {
                 template: DockerMachineTemplateResource::default(),
+            },
+        )
+    }
+}
+
+impl Fixture for DockerMachinePool {
+    fn test() -> Self {
+        DockerMachinePool::new("p1", DockerMachinePoolSpec::default())
+    }
+}
+
+impl Fixture for DockerMachinePoolTemplate {
+    fn test() -> Self {
+        DockerMachinePoolTemplate::new(
+            "pt1",
+            DockerMachinePoolTemplateSpec {
+                template: DockerMachinePoolTemplateResource::default(),
             },
         )
     }
@@ -103,22 +123,50 @@ impl ClusterSpecFixture for DockerClusterTemplate {
     }
 }
 
-/// Edits of the machine spec, shared by DockerMachine and the template's `spec.template.spec`.
-pub(super) trait MachineSpecFixture: Sized {
-    fn machine_spec(&mut self) -> &mut DockerMachineSpec;
+/// The container settings of a fixture, wherever its kind keeps them.
+pub(super) struct SettingsMut<'a> {
+    custom_image: &'a mut String,
+    pre_load_images: &'a mut Vec<String>,
+    extra_mounts: &'a mut Vec<Mount>,
+}
+
+impl<'a> From<&'a mut DockerMachineSpec> for SettingsMut<'a> {
+    fn from(spec: &'a mut DockerMachineSpec) -> Self {
+        Self {
+            custom_image: &mut spec.custom_image,
+            pre_load_images: &mut spec.pre_load_images,
+            extra_mounts: &mut spec.extra_mounts,
+        }
+    }
+}
+
+impl<'a> From<&'a mut DockerMachinePoolMachineTemplate> for SettingsMut<'a> {
+    fn from(template: &'a mut DockerMachinePoolMachineTemplate) -> Self {
+        Self {
+            custom_image: &mut template.custom_image,
+            pre_load_images: &mut template.pre_load_images,
+            extra_mounts: &mut template.extra_mounts,
+        }
+    }
+}
+
+/// Edits of the container settings, shared by the machine kinds (`spec`,
+/// `spec.template.spec`) and the pool kinds (`spec.template`, `spec.template.spec.template`).
+pub(super) trait ContainerFixture: Sized {
+    fn settings(&mut self) -> SettingsMut<'_>;
 
     fn custom_image(mut self, image: &str) -> Self {
-        self.machine_spec().custom_image = image.into();
+        *self.settings().custom_image = image.into();
         self
     }
 
     fn pre_load(mut self, images: &[&str]) -> Self {
-        self.machine_spec().pre_load_images = images.iter().map(|i| (*i).into()).collect();
+        *self.settings().pre_load_images = images.iter().map(|i| (*i).into()).collect();
         self
     }
 
     fn mounts(mut self, mounts: &[(&str, &str)]) -> Self {
-        self.machine_spec().extra_mounts = mounts
+        *self.settings().extra_mounts = mounts
             .iter()
             .map(|(container, host)| Mount {
                 container_path: (*container).into(),
@@ -128,22 +176,41 @@ pub(super) trait MachineSpecFixture: Sized {
             .collect();
         self
     }
+}
 
+impl ContainerFixture for DockerMachine {
+    fn settings(&mut self) -> SettingsMut<'_> {
+        (&mut self.spec).into()
+    }
+}
+
+impl ContainerFixture for DockerMachineTemplate {
+    fn settings(&mut self) -> SettingsMut<'_> {
+        (&mut self.spec.template.spec).into()
+    }
+}
+
+impl ContainerFixture for DockerMachinePool {
+    fn settings(&mut self) -> SettingsMut<'_> {
+        (&mut self.spec.template).into()
+    }
+}
+
+impl ContainerFixture for DockerMachinePoolTemplate {
+    fn settings(&mut self) -> SettingsMut<'_> {
+        (&mut self.spec.template.spec.template).into()
+    }
+}
+
+/// A DockerMachine's bootstrap timeout.
+pub(super) trait BootstrapFixture: Sized {
+    fn bootstrap_timeout(self, timeout: &str) -> Self;
+}
+
+impl BootstrapFixture for DockerMachine {
     fn bootstrap_timeout(mut self, timeout: &str) -> Self {
-        self.machine_spec().bootstrap_timeout = Some(timeout.into());
+        self.spec.bootstrap_timeout = Some(timeout.into());
         self
-    }
-}
-
-impl MachineSpecFixture for DockerMachine {
-    fn machine_spec(&mut self) -> &mut DockerMachineSpec {
-        &mut self.spec
-    }
-}
-
-impl MachineSpecFixture for DockerMachineTemplate {
-    fn machine_spec(&mut self) -> &mut DockerMachineSpec {
-        &mut self.spec.template.spec
     }
 }
 
@@ -181,6 +248,15 @@ impl MetaFixture for DockerClusterTemplate {
     }
 }
 
+impl MetaFixture for DockerMachinePoolTemplate {
+    fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
+        self.metadata.annotations.get_or_insert_with(BTreeMap::new)
+    }
+    fn template_meta(&mut self) -> &mut crate::api::v1beta2::TemplateObjectMeta {
+        &mut self.spec.template.metadata
+    }
+}
+
 impl MetaFixture for DockerMachineTemplate {
     fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
         self.metadata.annotations.get_or_insert_with(BTreeMap::new)
@@ -188,6 +264,65 @@ impl MetaFixture for DockerMachineTemplate {
     fn template_meta(&mut self) -> &mut crate::api::v1beta2::TemplateObjectMeta {
         &mut self.spec.template.metadata
     }
+}
+
+/// The update rules both machine template kinds share, from `stored` (image
+/// `kindest/node:v1.31.0`): the template spec is immutable (`immutable`: the message naming the
+/// changed customImage and preLoadImages), except in the topology controller's dry runs, which
+/// are still checked (`image_path`: where customImage sits). Template metadata may change.
+pub(super) fn template_update_rules<T: ContainerFixture + MetaFixture + Clone>(
+    stored: &T,
+    validate: impl Fn(&T, Option<&T>, &Context) -> Vec<FieldError>,
+    immutable: &str,
+    image_path: &str,
+) {
+    let update = |case: &str, new: T, context: Context, expected: &[&str]| {
+        check(case, validate(&new, Some(stored), &context), expected);
+    };
+    let changed = || {
+        stored
+            .clone()
+            .custom_image("kindest/node:v1.32.0")
+            .pre_load(&["nginx"])
+    };
+    update("unchanged", stored.clone(), Context::default(), &[]);
+    update(
+        "template metadata may change",
+        stored.clone().template_annotation("note", "x"),
+        Context::default(),
+        &[],
+    );
+    update(
+        "spec change refused, naming what changed",
+        changed(),
+        Context::default(),
+        &[immutable],
+    );
+    update(
+        "spec change in a topology dry run allowed",
+        changed().topology_dry_run(),
+        dry_run(),
+        &[],
+    );
+    update(
+        "a dry run that changes the spec to something broken is still refused for that",
+        stored
+            .clone()
+            .custom_image("kindest/Node")
+            .topology_dry_run(),
+        dry_run(),
+        &[&format!(
+            "{image_path}: Invalid value: \"kindest/Node\": must be an image reference \
+             ([registry[:port]/]repository[:tag][@digest], e.g. \"kindest/node:v1.31.0\"): the \
+             repository name must be lowercase (\"Node\")"
+        )],
+    );
+    update(
+        "a plain dry run is still checked",
+        changed(),
+        dry_run(),
+        &[immutable],
+    );
 }
 
 /// Contexts by what is on.

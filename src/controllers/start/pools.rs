@@ -1,0 +1,146 @@
+//! The DockerMachinePool controller's wiring: its own watches (MachinePools and
+//! DockerMachinePools, only made when machine pools are on) and the mappings from the watches it
+//! shares with the other controllers.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, ObjectRef};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{SharedWatch, drain, ready_when_synced};
+use crate::api::capi::{Cluster, MachinePool};
+use crate::api::v1beta2::{DockerMachine, DockerMachinePool};
+use crate::controllers::context::Context;
+use crate::controllers::dockermachinepool;
+use crate::controllers::queue::QueueDepth;
+use crate::controllers::watches::{
+    ChangeFilter, cluster_fingerprint_for_docker_machines, docker_machine_fingerprint_for_pool,
+    docker_machine_pools_of_cluster, docker_machine_to_pool, log_invalid, machine_pool_fingerprint,
+    machine_pool_to_docker_machine_pool,
+};
+use crate::manager::ControllerTask;
+
+/// The subscriptions the DockerMachinePool controller reads.
+pub(super) struct PoolEvents {
+    pub(super) machine_pools: reflector::ReflectHandle<DeserializeGuard<MachinePool>>,
+    pub(super) pools: reflector::ReflectHandle<DockerMachinePool>,
+    pub(super) clusters: reflector::ReflectHandle<DeserializeGuard<Cluster>>,
+    pub(super) docker_machines: reflector::ReflectHandle<DockerMachine>,
+}
+
+/// The DockerMachinePool controller, its own watches and its readiness.
+pub(super) struct PoolController {
+    pub(super) task: ControllerTask,
+    pub(super) watches: BoxFuture<'static, ()>,
+    pub(super) ready: BoxFuture<'static, ()>,
+}
+
+/// Builds the DockerMachinePool controller: its own objects, MachinePools through their
+/// infrastructure reference, the DockerMachines it made (owner reference), and the Clusters of
+/// its MachinePools. `synced` are the shared watches it reads besides its own.
+pub(super) fn pool_controller(
+    ctx: Arc<Context>,
+    (machine_pools, pools): (
+        SharedWatch<DeserializeGuard<MachinePool>>,
+        SharedWatch<DockerMachinePool>,
+    ),
+    events: PoolEvents,
+    mut synced: Vec<watch::Receiver<bool>>,
+    stop: &CancellationToken,
+) -> PoolController {
+    let manager = ctx.manager.clone();
+    let pool_store = pools.reader.clone();
+    let machine_pool_store = machine_pools.reader.clone();
+    let queue = QueueDepth::new(
+        dockermachinepool::CONTROLLER,
+        manager.metrics.clone(),
+        pool_store.clone(),
+    );
+    let (mp_filter, dm_filter, cluster_filter) = (
+        ChangeFilter::default(),
+        ChangeFilter::default(),
+        ChangeFilter::default(),
+    );
+    let (queue_own, queue_mps, queue_dms, queue_clusters) =
+        (queue.clone(), queue.clone(), queue.clone(), queue.clone());
+    let own = events.pools.map(move |object| {
+        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+        object
+    });
+    let controller = Controller::for_shared_stream(own, pool_store)
+        .with_config(
+            ControllerConfig::default().concurrency(manager.config.concurrency.docker_machine_pool),
+        )
+        .watches_shared_stream(
+            events.machine_pools,
+            move |guarded: Arc<DeserializeGuard<MachinePool>>| {
+                log_invalid(&guarded, "MachinePool");
+                let machine_pool = guarded.0.as_ref().ok()?;
+                let uid = machine_pool.metadata.uid.clone().unwrap_or_default();
+                mp_filter
+                    .changed(&uid, &machine_pool_fingerprint(machine_pool))
+                    .then(|| machine_pool_to_docker_machine_pool(machine_pool))
+                    .flatten()
+                    .map(|object| queue_mps.requested(object))
+            },
+        )
+        .watches_shared_stream(events.docker_machines, move |dm: Arc<DockerMachine>| {
+            let uid = dm.metadata.uid.clone().unwrap_or_default();
+            dm_filter
+                .changed(&uid, &docker_machine_fingerprint_for_pool(&dm))
+                .then(|| docker_machine_to_pool(&dm))
+                .flatten()
+                .map(|object| queue_dms.requested(object))
+        })
+        .watches_shared_stream(
+            events.clusters,
+            move |guarded: Arc<DeserializeGuard<Cluster>>| {
+                let Ok(cluster) = guarded.0.as_ref() else {
+                    return Vec::new();
+                };
+                let uid = cluster.metadata.uid.clone().unwrap_or_default();
+                if !cluster_filter.changed(&uid, &cluster_fingerprint_for_docker_machines(cluster))
+                {
+                    return Vec::new();
+                }
+                let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+                let name = cluster.metadata.name.clone().unwrap_or_default();
+                docker_machine_pools_of_cluster(&namespace, &name, &machine_pool_store)
+                    .into_iter()
+                    .map(|object| queue_clusters.requested(object))
+                    .collect()
+            },
+        )
+        .graceful_shutdown_on(stop.clone().cancelled_owned());
+    let (run_machine_pools, machine_pools_synced) = machine_pools.into_driver();
+    let (run_pools, pools_synced) = pools.into_driver();
+    synced.extend([machine_pools_synced, pools_synced]);
+    PoolController {
+        task: ControllerTask {
+            name: dockermachinepool::CONTROLLER,
+            future: drain(controller.run(
+                move |object, ctx| {
+                    queue.started(&object);
+                    dockermachinepool::reconcile(object, ctx)
+                },
+                dockermachinepool::error_policy,
+                ctx,
+            ))
+            .boxed(),
+        },
+        watches: futures::future::join(run_machine_pools, run_pools)
+            .map(|_| ())
+            .boxed(),
+        ready: ready_when_synced(
+            manager.readiness.clone(),
+            dockermachinepool::CONTROLLER,
+            synced,
+        )
+        .boxed(),
+    }
+}

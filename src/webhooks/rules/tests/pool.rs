@@ -1,0 +1,117 @@
+use super::*;
+use crate::webhooks::rules::{validate_docker_machine_pool, validate_docker_machine_pool_template};
+
+const BAD_IMAGE: &str = "must be an image reference ([registry[:port]/]repository[:tag][@digest], \
+                         e.g. \"kindest/node:v1.31.0\"): the repository name must be lowercase \
+                         (\"Node\")";
+
+#[test]
+fn docker_machine_pool_create() {
+    for (case, pool) in [
+        (
+            "empty, as CAPD's machine-pool example",
+            DockerMachinePool::test(),
+        ),
+        (
+            "image, preloads and the docker socket mount",
+            DockerMachinePool::test()
+                .custom_image("kindest/node:v1.31.0")
+                .pre_load(&["nginx"])
+                .mounts(&[("/var/run/docker.sock", "/var/run/docker.sock")]),
+        ),
+    ] {
+        check(case, validate_docker_machine_pool(&pool, None), &[]);
+    }
+    check(
+        "every container setting is checked, under spec.template",
+        validate_docker_machine_pool(
+            &DockerMachinePool::test()
+                .custom_image("kindest/Node:v1.31.0")
+                .pre_load(&["nginx", ""])
+                .mounts(&[("/a", "relative"), ("/a/", "/b")]),
+            None,
+        ),
+        &[
+            &format!(
+                "spec.template.customImage: Invalid value: \"kindest/Node:v1.31.0\": {BAD_IMAGE}"
+            ),
+            "spec.template.preLoadImages[1]: Invalid value: \"\": must be an image reference \
+             ([registry[:port]/]repository[:tag][@digest], e.g. \"kindest/node:v1.31.0\"): must \
+             not be empty",
+            "spec.template.extraMounts[0].hostPath: Invalid value: \"relative\": must be an \
+             absolute path",
+            "spec.template.extraMounts[1].containerPath: Duplicate value: \"/a/\": \
+             spec.template.extraMounts[0] already mounts this container path; each container \
+             path can be mounted once",
+        ],
+    );
+}
+
+#[test]
+fn docker_machine_pool_update() {
+    let stored = DockerMachinePool::test().custom_image("kindest/node:v1.31.0");
+    check(
+        "the image may change: that is how a pool rolls out",
+        validate_docker_machine_pool(
+            &stored.clone().custom_image("kindest/node:v1.32.0"),
+            Some(&stored),
+        ),
+        &[],
+    );
+    let broken = DockerMachinePool::test().mounts(&[("relative", "/x")]);
+    check(
+        "a problem stored before the checks existed does not block other edits",
+        validate_docker_machine_pool(
+            &broken.clone().custom_image("kindest/node:v1.32.0"),
+            Some(&broken),
+        ),
+        &[],
+    );
+    check(
+        "a problem the update brings is refused",
+        validate_docker_machine_pool(&stored.clone().custom_image("kindest/Node"), Some(&stored)),
+        &[&format!(
+            "spec.template.customImage: Invalid value: \"kindest/Node\": {BAD_IMAGE}"
+        )],
+    );
+}
+
+#[test]
+fn docker_machine_pool_template_create() {
+    check(
+        "CAPD's quick-start template (`template: {}`)",
+        validate_docker_machine_pool_template(
+            &DockerMachinePoolTemplate::test(),
+            None,
+            &Context::default(),
+        ),
+        &[],
+    );
+    check(
+        "metadata and container settings are checked",
+        validate_docker_machine_pool_template(
+            &DockerMachinePoolTemplate::test()
+                .template_label("", "x")
+                .mounts(&[("/a", "b")]),
+            None,
+            &Context::default(),
+        ),
+        &[
+            "spec.template.metadata.labels: Invalid value: \"\": name part must be non-empty",
+            "spec.template.spec.template.extraMounts[0].hostPath: Invalid value: \"b\": must be \
+             an absolute path",
+        ],
+    );
+}
+
+#[test]
+fn docker_machine_pool_template_update() {
+    template_update_rules(
+        &DockerMachinePoolTemplate::test().custom_image("kindest/node:v1.31.0"),
+        validate_docker_machine_pool_template,
+        "spec.template.spec: Invalid value: DockerMachinePoolTemplate spec.template.spec field \
+         is immutable. Please create a new resource instead. Changed: template.customImage, \
+         template.preLoadImages",
+        "spec.template.spec.template.customImage",
+    );
+}
