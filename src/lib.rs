@@ -6,7 +6,7 @@
 //! - [`docker`]: the container runtime seam (one trait, a bollard implementation, an in-memory fake),
 //!   networks, node containers and the haproxy load balancer.
 //! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
-//! - [`controllers`]: the DockerCluster, DockerMachine and DockerMachineTemplate controllers.
+//! - [`controllers`]: the DockerCluster, DockerMachine, DockerMachinePool and template controllers.
 //! - [`gardener`]: Gardener's `Infrastructure` extension for type `docker` (behind a manager flag).
 //! - [`manager`]: process wiring: flags, telemetry, health, metrics, leader election.
 //! - [`webhooks`]: the HTTPS conversion, defaulting and validation webhooks.

@@ -259,7 +259,18 @@ async fn a_vanished_load_balancer_is_recreated_with_its_backends() {
         },
     )
     .await;
-    let after = env.get(&infra("DockerCluster"), &name).await.unwrap();
+    // The reconcile that rewrote the configuration writes the status after it: wait until the
+    // DockerCluster stops changing (two reads 2 s apart), then it must stay at rest.
+    let mut after = env.get(&infra("DockerCluster"), &name).await.unwrap();
+    for _ in 0..15 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let again = env.get(&infra("DockerCluster"), &name).await.unwrap();
+        let settled = again.metadata.resource_version == after.metadata.resource_version;
+        after = again;
+        if settled {
+            break;
+        }
+    }
     assert_eq!(
         condition_state(&after, "LoadBalancerAvailable").unwrap().0,
         "True"

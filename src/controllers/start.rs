@@ -153,6 +153,33 @@ async fn drain<K: Resource, E: std::fmt::Debug + 'static, Q: std::fmt::Debug + '
         .await;
 }
 
+/// Maps a Cluster to the machines (or machine pools) of that cluster, found by `objects_of(namespace,
+/// name)`, when what matters of the Cluster to machines changed.
+fn cluster_to_machines<K>(
+    queue: Arc<QueueDepth<K>>,
+    objects_of: impl Fn(&str, &str) -> Vec<ObjectRef<K>>,
+) -> impl Fn(Arc<DeserializeGuard<Cluster>>) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let filter = ChangeFilter::default();
+    move |guarded| {
+        let Ok(cluster) = guarded.0.as_ref() else {
+            return Vec::new();
+        };
+        let uid = cluster.metadata.uid.clone().unwrap_or_default();
+        if !filter.changed(&uid, &cluster_fingerprint_for_docker_machines(cluster)) {
+            return Vec::new();
+        }
+        let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+        let name = cluster.metadata.name.clone().unwrap_or_default();
+        objects_of(&namespace, &name)
+            .into_iter()
+            .map(|object| queue.requested(object))
+            .collect()
+    }
+}
+
 /// Builds the controllers and their watches once this process leads.
 pub fn start(
     manager: Arc<manager::Context>,
@@ -302,7 +329,6 @@ pub fn start(
     // DockerMachine: its own objects, Machines through spec.infrastructureRef, the Cluster and
     // DockerCluster of their cluster, and the progress of background tasks.
     let machine_filter = ChangeFilter::default();
-    let cluster_filter = ChangeFilter::default();
     let dc_filter = ChangeFilter::default();
     let (machines_a, machines_b) = (machine_store.clone(), machine_store);
     let (dm_store_a, dm_store_b) = (dm_store.clone(), dm_store.clone());
@@ -338,22 +364,9 @@ pub fn start(
         )
         .watches_shared_stream(
             clusters_for_dm,
-            move |guarded: Arc<DeserializeGuard<Cluster>>| {
-                let Ok(cluster) = guarded.0.as_ref() else {
-                    return Vec::new();
-                };
-                let uid = cluster.metadata.uid.clone().unwrap_or_default();
-                if !cluster_filter.changed(&uid, &cluster_fingerprint_for_docker_machines(cluster))
-                {
-                    return Vec::new();
-                }
-                let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
-                let name = cluster.metadata.name.clone().unwrap_or_default();
-                docker_machines_of_cluster(&namespace, &name, &machines_a, &dm_store_a)
-                    .into_iter()
-                    .map(|object| queue_clusters.requested(object))
-                    .collect()
-            },
+            cluster_to_machines(queue_clusters, move |namespace, name| {
+                docker_machines_of_cluster(namespace, name, &machines_a, &dm_store_a)
+            }),
         )
         .watches_shared_stream(dcs_for_dm, move |docker_cluster: Arc<DockerCluster>| {
             let uid = docker_cluster.metadata.uid.clone().unwrap_or_default();

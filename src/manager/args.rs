@@ -66,8 +66,8 @@ pub enum TlsMinVersion {
     args_override_self = true,
     about = "Cluster API infrastructure provider for Docker (capd-rs controller manager)",
     long_about = "Cluster API infrastructure provider for Docker (capd-rs controller manager).\n\n\
-                  Reconciles DockerCluster, DockerMachine and DockerMachineTemplate objects \
-                  (infrastructure.cluster.x-k8s.io) into containers on the local Docker engine."
+                  Reconciles DockerCluster, DockerMachine, DockerMachinePool and their template \
+                  objects (infrastructure.cluster.x-k8s.io) into containers on the local Docker engine."
 )]
 pub struct Args {
     /// Namespace that the controller watches to reconcile objects. If unspecified, the

@@ -12,15 +12,15 @@ use kube::runtime::reflector::{self, ObjectRef};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{SharedWatch, drain, ready_when_synced};
+use super::{SharedWatch, cluster_to_machines, drain, ready_when_synced};
 use crate::api::capi::{Cluster, MachinePool};
 use crate::api::v1beta2::{DockerMachine, DockerMachinePool};
 use crate::controllers::context::Context;
 use crate::controllers::dockermachinepool;
 use crate::controllers::queue::QueueDepth;
 use crate::controllers::watches::{
-    ChangeFilter, cluster_fingerprint_for_docker_machines, docker_machine_fingerprint_for_pool,
-    docker_machine_pools_of_cluster, docker_machine_to_pool, log_invalid, machine_pool_fingerprint,
+    ChangeFilter, docker_machine_fingerprint_for_pool, docker_machine_pools_of_cluster,
+    docker_machine_to_pool, log_invalid, machine_pool_fingerprint,
     machine_pool_to_docker_machine_pool,
 };
 use crate::manager::ControllerTask;
@@ -61,11 +61,7 @@ pub(super) fn pool_controller(
         manager.metrics.clone(),
         pool_store.clone(),
     );
-    let (mp_filter, dm_filter, cluster_filter) = (
-        ChangeFilter::default(),
-        ChangeFilter::default(),
-        ChangeFilter::default(),
-    );
+    let (mp_filter, dm_filter) = (ChangeFilter::default(), ChangeFilter::default());
     let (queue_own, queue_mps, queue_dms, queue_clusters) =
         (queue.clone(), queue.clone(), queue.clone(), queue.clone());
     let own = events.pools.map(move |object| {
@@ -99,22 +95,9 @@ pub(super) fn pool_controller(
         })
         .watches_shared_stream(
             events.clusters,
-            move |guarded: Arc<DeserializeGuard<Cluster>>| {
-                let Ok(cluster) = guarded.0.as_ref() else {
-                    return Vec::new();
-                };
-                let uid = cluster.metadata.uid.clone().unwrap_or_default();
-                if !cluster_filter.changed(&uid, &cluster_fingerprint_for_docker_machines(cluster))
-                {
-                    return Vec::new();
-                }
-                let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
-                let name = cluster.metadata.name.clone().unwrap_or_default();
-                docker_machine_pools_of_cluster(&namespace, &name, &machine_pool_store)
-                    .into_iter()
-                    .map(|object| queue_clusters.requested(object))
-                    .collect()
-            },
+            cluster_to_machines(queue_clusters, move |namespace, name| {
+                docker_machine_pools_of_cluster(namespace, name, &machine_pool_store)
+            }),
         )
         .graceful_shutdown_on(stop.clone().cancelled_owned());
     let (run_machine_pools, machine_pools_synced) = machine_pools.into_driver();
