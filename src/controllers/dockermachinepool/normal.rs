@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use futures::StreamExt;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
@@ -21,7 +22,7 @@ use crate::controllers::loadbalancer::ip_family;
 use crate::controllers::meta::owner_machine;
 use crate::docker::kind::Mapping;
 use crate::docker::node::{
-    MACHINE_POOL_LABEL, NodeRole, cluster_selector, create_node, machine_container_name,
+    MACHINE_POOL_LABEL, NodeRole, NodeSpec, cluster_selector, create_node, machine_container_name,
 };
 use crate::docker::types::ContainerSummary;
 use crate::manager::context::WATCH_FILTER_LABEL;
@@ -95,13 +96,19 @@ pub async fn reconcile(
         &machine_pool.spec.failure_domains,
     );
 
-    // 1. Containers, 2. their DockerMachines.
-    let created =
-        create_containers(ctx, pool, cluster, cluster_name, &plan, &image, &containers).await?;
-    for container in plan.docker_machines.iter().chain(&created) {
+    // 1. DockerMachines of containers that lack one (a manager stopped in between), 2. new
+    // containers, each followed by its DockerMachine.
+    for container in &plan.docker_machines {
         let name = decide::docker_machine_name(cluster_name, container);
         apply_docker_machine(ctx, pool, machine_pool, cluster_name, &name).await?;
     }
+    let new = NewInstances {
+        pool,
+        machine_pool,
+        cluster_name,
+        image: &image,
+    };
+    new.create(ctx, cluster, &plan, &containers).await?;
     // 3. Machines to remove (their drain comes first; core then deletes the DockerMachine).
     for (machine, why) in &plan.delete_machines {
         if !delete_machine(ctx, &namespace, machine).await? {
@@ -134,53 +141,93 @@ pub async fn reconcile(
     }))
 }
 
-/// Creates the planned containers; returns their names.
-async fn create_containers(
-    ctx: &Context,
-    pool: &DockerMachinePool,
-    cluster: &Cluster,
-    cluster_name: &str,
-    plan: &Plan,
-    image: &Mapping,
-    existing: &[ContainerSummary],
-) -> Result<Vec<String>> {
-    if plan.create.is_empty() {
-        return Ok(Vec::new());
-    }
-    let env = Environment::read(ctx, ip_family(Some(cluster))?).await?;
-    let mut taken: BTreeSet<String> = existing.iter().map(|c| c.name.clone()).collect();
-    let mut created = Vec::new();
-    for failure_domain in &plan.create {
-        let name = loop {
-            let name = machine_container_name(
-                cluster_name,
-                &format!("worker-{}", decide::random_suffix()),
-            );
-            if taken.insert(name.clone()) {
-                break name;
+/// How many new instances of one pool are made at once.
+const CREATE_PARALLELISM: usize = 10;
+
+/// What new instances of a pool are made from.
+struct NewInstances<'a> {
+    pool: &'a DockerMachinePool,
+    machine_pool: &'a MachinePool,
+    cluster_name: &'a str,
+    image: &'a Mapping,
+}
+
+impl NewInstances<'_> {
+    /// Creates the planned containers, [`CREATE_PARALLELISM`] at a time, each followed at once by
+    /// its DockerMachine (so its bootstrap does not wait for the others). The first failure is
+    /// returned after the others finished.
+    async fn create(
+        &self,
+        ctx: &Context,
+        cluster: &Cluster,
+        plan: &Plan,
+        existing: &[ContainerSummary],
+    ) -> Result<()> {
+        if plan.create.is_empty() {
+            return Ok(());
+        }
+        let env = Environment::read(ctx, ip_family(Some(cluster))?).await?;
+        let mut taken: BTreeSet<String> = existing.iter().map(|c| c.name.clone()).collect();
+        let mut specs = Vec::new();
+        for failure_domain in &plan.create {
+            let name = loop {
+                let name = machine_container_name(
+                    self.cluster_name,
+                    &format!("worker-{}", decide::random_suffix()),
+                );
+                if taken.insert(name.clone()) {
+                    break name;
+                }
+            };
+            let mut spec = env.node(self.cluster_name, &name, NodeRole::Worker, self.image);
+            spec.failure_domain.clone_from(failure_domain);
+            spec.machine_pool = Some((MACHINE_POOL_LABEL.to_string(), self.pool.name_any()));
+            spec.extra_mounts = extra_mounts(&self.pool.spec.template.extra_mounts);
+            specs.push(spec);
+        }
+        let outcomes: Vec<Result<String>> = futures::stream::iter(specs)
+            .map(|spec| self.create_one(ctx, spec))
+            .buffer_unordered(CREATE_PARALLELISM)
+            .collect()
+            .await;
+        let mut created = Vec::new();
+        let mut failure = None;
+        for outcome in outcomes {
+            match outcome {
+                Ok(name) => created.push(name),
+                Err(error) => failure = failure.or(Some(error)),
             }
-        };
-        let mut spec = env.node(cluster_name, &name, NodeRole::Worker, image);
-        spec.failure_domain.clone_from(failure_domain);
-        spec.machine_pool = Some((MACHINE_POOL_LABEL.to_string(), pool.name_any()));
-        spec.extra_mounts = extra_mounts(&pool.spec.template.extra_mounts);
-        create_node(ctx.runtime.as_ref(), &spec).await?;
-        tracing::info!(container = %name, failure_domain = failure_domain.as_deref().unwrap_or_default(), image = %image.image, "Created a pool container");
-        created.push(name);
+        }
+        created.sort();
+        if !created.is_empty() {
+            ctx.event(
+                self.pool,
+                EventKind::Normal,
+                "ContainersCreated",
+                format!(
+                    "Created {} node container(s) from image {}: {}",
+                    created.len(),
+                    self.image.image,
+                    created.join(", ")
+                ),
+            )
+            .await;
+        }
+        failure.map_or(Ok(()), Err)
     }
-    ctx.event(
-        pool,
-        EventKind::Normal,
-        "ContainersCreated",
-        format!(
-            "Created {} node container(s) from image {}: {}",
-            created.len(),
-            image.image,
-            created.join(", ")
-        ),
-    )
-    .await;
-    Ok(created)
+
+    async fn create_one(&self, ctx: &Context, spec: NodeSpec) -> Result<String> {
+        create_node(ctx.runtime.as_ref(), &spec).await?;
+        tracing::info!(
+            container = %spec.name,
+            failure_domain = spec.failure_domain.as_deref().unwrap_or_default(),
+            image = %spec.image,
+            "Created a pool container"
+        );
+        let name = decide::docker_machine_name(self.cluster_name, &spec.name);
+        apply_docker_machine(ctx, self.pool, self.machine_pool, self.cluster_name, &name).await?;
+        Ok(spec.name)
+    }
 }
 
 /// Creates (or completes) the DockerMachine of a pool container: pool labels, an owner reference
