@@ -173,7 +173,6 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         (infra, "dockermachinepools", "watch"),
         (infra, "dockermachinepools", "patch"),
         (infra, "dockermachinepools/status", "patch"),
-        (infra, "dockermachinepools/finalizers", "update"),
         (infra, "dockermachines", "create"),
         (infra, "dockermachines", "delete"),
         (infra, "dockermachinepooltemplates", "watch"),
@@ -200,6 +199,9 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
     let forbidden = [
         (infra, "dockerclusters", "delete"),
         (infra, "dockerclusters", "update"),
+        (infra, "dockermachines", "update"),
+        (infra, "dockermachinepools", "update"),
+        (infra, "dockermachinepools/finalizers", "update"),
         (infra, "dockermachinepools", "create"),
         (infra, "dockermachinepools", "delete"),
         (infra, "dockermachinetemplates", "patch"),
