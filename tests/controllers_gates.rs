@@ -403,9 +403,17 @@ async fn an_unreachable_docker_engine_stops_the_manager_with_a_clear_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_machine_pools_off_pool_templates_are_left_alone() {
-    let env = Env::start_with("nopools", &["--feature-gates=MachinePool=false"]).await;
+async fn with_machine_pools_off_pools_and_pool_templates_are_left_alone() {
+    let mut env = Env::start_with("nopools", &["--feature-gates=MachinePool=false"]).await;
     env.wait_ready().await;
+    // A MachinePool of 2 with its DockerMachinePool, in a cluster whose infrastructure is ready.
+    let name = env.cluster_name();
+    env.provisioned_cluster(&name, json!({})).await;
+    env.mark_control_plane_initialized(&name).await;
+    env.create_secret("pool-bootstrap", &cloud_config(0)).await;
+    let pool = env
+        .create_machine_pool(&name, "pool", 2, &[], "pool-bootstrap")
+        .await;
     for (kind, spec) in [
         (
             "DockerMachinePoolTemplate",
@@ -445,8 +453,16 @@ async fn with_machine_pools_off_pool_templates_are_left_alone() {
         "{:?}",
         pool_template.data
     );
+    // Nor does the pool controller: no finalizer, no status, no container.
+    let dmp = env
+        .get(&infra("DockerMachinePool"), &pool.name)
+        .await
+        .unwrap();
+    assert!(dmp.metadata.finalizers.is_none(), "{:?}", dmp.metadata);
+    assert!(dmp.data.get("status").is_none(), "{:?}", dmp.data);
+    assert_eq!(cluster_containers(&name), vec![format!("{name}-lb")]);
     assert!(
-        !env.manager_log().contains("dockermachinepooltemplate"),
+        !env.manager_log().contains("dockermachinepool"),
         "no pool template controller runs:\n{}",
         env.manager_log()
     );
