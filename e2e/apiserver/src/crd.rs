@@ -135,6 +135,28 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
     causes
 }
 
+/// kube-apiserver's rule for a CRD spec update: a version listed in `status.storedVersions`
+/// (objects may still be stored in it) must stay in `spec.versions`. Status updates are not held
+/// to it, as in kube-apiserver.
+pub fn validate_stored_versions(crd: &Value) -> Vec<Cause> {
+    let versions = crd["spec"]["versions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    strings(&crd["status"]["storedVersions"])
+        .iter()
+        .enumerate()
+        .filter(|(_, stored)| !versions.iter().any(|v| v["name"] == json!(stored)))
+        .map(|(index, stored)| {
+            cause(
+                "FieldValueInvalid",
+                format!("status.storedVersions[{index}]"),
+                format!("Invalid value: {stored:?}: must appear in spec.versions"),
+            )
+        })
+        .collect()
+}
+
 fn parse_kube_version(v: &str) -> Option<(u8, u64, u64)> {
     let rest = v.strip_prefix('v')?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();

@@ -209,6 +209,9 @@ pub(super) fn validate(req: &Req, object: &Value, old: Option<&Value>) -> ApiRes
     }
     if def.group == "apiextensions.k8s.io" {
         causes.extend(crate::crd::validate(object));
+        if old.is_some() && req.subresource.as_deref() != Some("status") {
+            causes.extend(crate::crd::validate_stored_versions(object));
+        }
     }
     if causes.is_empty() {
         Ok(())

@@ -11,4 +11,5 @@ mod list;
 mod misc;
 mod reference_crds;
 mod ssa;
+mod stored_versions;
 mod watch;
