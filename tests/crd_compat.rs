@@ -1,6 +1,8 @@
 //! Compatibility of our generated CRDs with CAPD's release-1.12 CRDs: for every kind and served
 //! version of the reference, every schema path exists in ours with the same type and
-//! constraints, and names, scope, subresources, printer columns and storage flags agree.
+//! constraints, and names, scope, subresources, printer columns and storage flags agree. Every
+//! version the reference lists unserved (the retired `v1alpha3`/`v1alpha4`) is in ours too, with
+//! the same flags: not served, not stored.
 //!
 //! Reads `../shared/reference/crds/capd-release-1.12/`; skips with a message when it is absent.
 
@@ -177,8 +179,8 @@ fn columns(version: &Value) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// Compares everything about one served version except the schema.
-fn compare_version(kind: &str, reference: &Value, ours: &Value) -> Vec<String> {
+/// Compares the flags of one version: served, stored, deprecated.
+fn compare_flags(kind: &str, reference: &Value, ours: &Value) -> Vec<String> {
     let name = reference["name"].as_str().unwrap_or_default();
     let mut problems = Vec::new();
     for key in ["served", "storage", "deprecated", "deprecationWarning"] {
@@ -192,6 +194,13 @@ fn compare_version(kind: &str, reference: &Value, ours: &Value) -> Vec<String> {
             ));
         }
     }
+    problems
+}
+
+/// Compares everything about one served version.
+fn compare_version(kind: &str, reference: &Value, ours: &Value) -> Vec<String> {
+    let name = reference["name"].as_str().unwrap_or_default();
+    let mut problems = compare_flags(kind, reference, ours);
     let empty = Value::Object(Default::default());
     let subresources = |v: &Value| v.get("subresources").cloned().unwrap_or(empty.clone());
     let theirs = subresources(reference);
@@ -226,15 +235,15 @@ fn compare_version(kind: &str, reference: &Value, ours: &Value) -> Vec<String> {
     problems
 }
 
-/// Compares a whole CRD; returns the problems and the versions skipped because CAPD does not
-/// serve them.
+/// Compares a whole CRD; returns the problems and the versions CAPD does not serve, whose flags
+/// only are compared (their schemas describe objects nobody can read or write).
 fn compare_crd(reference: &Value, ours: &Value) -> (Vec<String>, Vec<String>) {
     let kind = reference
         .pointer("/spec/names/kind")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mut problems = Vec::new();
-    let mut skipped = Vec::new();
+    let mut unserved = Vec::new();
     for key in [
         "/spec/group",
         "/spec/scope",
@@ -259,12 +268,13 @@ fn compare_crd(reference: &Value, ours: &Value) -> (Vec<String>, Vec<String>) {
     let our_versions = versions(ours);
     for theirs in versions(reference) {
         let name = theirs["name"].as_str().unwrap_or_default().to_string();
-        if theirs.get("served") != Some(&Value::Bool(true)) {
-            skipped.push(format!("{kind} {name} (not served by CAPD)"));
-            continue;
-        }
+        let served = theirs.get("served") == Some(&Value::Bool(true));
         match our_versions.iter().find(|v| v["name"] == theirs["name"]) {
-            Some(mine) => problems.extend(compare_version(kind, &theirs, mine)),
+            Some(mine) if served => problems.extend(compare_version(kind, &theirs, mine)),
+            Some(mine) => {
+                problems.extend(compare_flags(kind, &theirs, mine));
+                unserved.push(format!("{kind} {name}"));
+            }
             None => problems.push(format!("{kind} {name}: version missing in ours")),
         }
     }
@@ -276,7 +286,7 @@ fn compare_crd(reference: &Value, ours: &Value) -> (Vec<String>, Vec<String>) {
             problems.push(format!("{kind} {}: version not in CAPD", mine["name"]));
         }
     }
-    (problems, skipped)
+    (problems, unserved)
 }
 
 fn our_crds() -> BTreeMap<String, Value> {
@@ -302,6 +312,7 @@ fn generated_crds_match_capd_release_1_12() {
     let ours = our_crds();
     let mut problems = Vec::new();
     let mut skipped = Vec::new();
+    let mut unserved = Vec::new();
     let mut compared = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -320,12 +331,16 @@ fn generated_crds_match_capd_release_1_12() {
             skipped.push(format!("{kind} (kind not served by this provider)"));
             continue;
         };
-        let (p, s) = compare_crd(&reference, mine);
+        let (p, u) = compare_crd(&reference, mine);
         problems.extend(p);
-        skipped.extend(s);
+        unserved.extend(u);
         compared.push(kind);
     }
     println!("compared: {}", compared.join(", "));
+    println!(
+        "not served by CAPD, present and unserved in ours: {}",
+        unserved.join(", ")
+    );
     for s in &skipped {
         println!("skipped: {s}");
     }
@@ -426,6 +441,54 @@ fn comparator_reports_a_deliberately_altered_schema() {
     assert!(
         problems.iter().any(|p| p.contains("printer columns")),
         "{problems:?}"
+    );
+}
+
+#[test]
+fn comparator_reports_a_missing_or_served_legacy_version() {
+    let Some(reference) = reference_machine_crd() else {
+        println!("SKIPPED: reference CRDs not found at {REFERENCE}");
+        return;
+    };
+    let ours = our_crds()["DockerMachine"].clone();
+    let (problems, unserved) = compare_crd(&reference, &ours);
+    assert!(problems.is_empty(), "baseline must match: {problems:?}");
+    assert_eq!(
+        unserved,
+        ["DockerMachine v1alpha3", "DockerMachine v1alpha4"]
+    );
+    let index = |crd: &Value, name: &str| {
+        crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|v| v["name"] == name)
+            .unwrap()
+    };
+
+    let mut altered = ours.clone();
+    let at = index(&altered, "v1alpha3");
+    altered["spec"]["versions"]
+        .as_array_mut()
+        .unwrap()
+        .remove(at);
+    let (problems, _) = compare_crd(&reference, &altered);
+    assert_eq!(
+        problems,
+        ["DockerMachine v1alpha3: version missing in ours"]
+    );
+
+    let mut altered = ours;
+    let at = index(&altered, "v1alpha4");
+    altered["spec"]["versions"][at]["served"] = Value::Bool(true);
+    altered["spec"]["versions"][at]["storage"] = Value::Bool(true);
+    let (problems, _) = compare_crd(&reference, &altered);
+    assert_eq!(
+        problems,
+        [
+            "DockerMachine v1alpha4: served is absent in CAPD but true in ours",
+            "DockerMachine v1alpha4: storage is absent in CAPD but true in ours",
+        ]
     );
 }
 

@@ -124,9 +124,11 @@ fn check(node: &Value, path: &str, problems: &mut Vec<String>) {
     }
 }
 
+/// Problems of the served versions (the retired ones are checked by
+/// `legacy_versions_are_unserved_and_keep_every_field`).
 fn problems_of(crd: &CustomResourceDefinition) -> Vec<String> {
     let mut problems = Vec::new();
-    for version in &crd.spec.versions {
+    for version in crd.spec.versions.iter().filter(|v| v.served) {
         let schema = serde_json::to_value(
             version
                 .schema
@@ -160,7 +162,13 @@ fn every_generated_schema_is_structural_and_documented() {
 #[test]
 fn checker_rejects_a_non_structural_schema() {
     let mut crd = capd::api::crd::docker_machine().unwrap();
-    let mut schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let index = crd
+        .spec
+        .versions
+        .iter()
+        .position(|v| v.name == "v1beta2")
+        .unwrap();
+    let mut schema = serde_json::to_value(&crd.spec.versions[index].schema).unwrap();
     let provider_id = schema
         .pointer_mut("/openAPIV3Schema/properties/spec/properties/providerID")
         .unwrap();
@@ -168,7 +176,7 @@ fn checker_rejects_a_non_structural_schema() {
         "description": "an Option<String> the naive way",
         "anyOf": [{"type": "string"}, {"type": "null"}]
     });
-    crd.spec.versions[0].schema = serde_json::from_value(schema).unwrap();
+    crd.spec.versions[index].schema = serde_json::from_value(schema).unwrap();
     let problems = problems_of(&crd);
     assert!(
         problems
@@ -185,7 +193,7 @@ fn checker_rejects_a_non_structural_schema() {
 }
 
 #[test]
-fn every_version_has_one_storage_and_both_are_served() {
+fn every_version_has_one_storage_and_both_betas_are_served() {
     for crd in capd::api::crd::all().unwrap() {
         let storage: Vec<&str> = crd
             .spec
@@ -195,11 +203,14 @@ fn every_version_has_one_storage_and_both_are_served() {
             .map(|v| v.name.as_str())
             .collect();
         assert_eq!(storage, ["v1beta2"], "{}", crd.spec.names.kind);
-        assert!(
-            crd.spec.versions.iter().all(|v| v.served),
-            "{}",
-            crd.spec.names.kind
-        );
+        let served: Vec<&str> = crd
+            .spec
+            .versions
+            .iter()
+            .filter(|v| v.served)
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(served, ["v1beta1", "v1beta2"], "{}", crd.spec.names.kind);
         let labels = crd.metadata.labels.clone().unwrap_or_default();
         assert_eq!(
             labels.get("cluster.x-k8s.io/v1beta1").map(String::as_str),
@@ -221,6 +232,39 @@ fn every_version_has_one_storage_and_both_are_served() {
             })
         );
     }
+}
+
+#[test]
+fn legacy_versions_are_unserved_and_keep_every_field() {
+    let mut legacy = Vec::new();
+    for crd in capd::api::crd::all().unwrap() {
+        for version in crd.spec.versions.iter().filter(|v| !v.served) {
+            let kind = &crd.spec.names.kind;
+            assert!(
+                ["v1alpha3", "v1alpha4"].contains(&version.name.as_str()),
+                "{kind} {}",
+                version.name
+            );
+            assert!(!version.storage, "{kind} {}", version.name);
+            assert_eq!(version.deprecated, Some(true), "{kind} {}", version.name);
+            let schema = serde_json::to_value(&version.schema).unwrap();
+            assert_eq!(
+                schema["openAPIV3Schema"]["type"], "object",
+                "{kind} {}",
+                version.name
+            );
+            assert_eq!(
+                schema["openAPIV3Schema"]["x-kubernetes-preserve-unknown-fields"], true,
+                "{kind} {}",
+                version.name
+            );
+            legacy.push(format!("{kind} {}", version.name));
+        }
+    }
+    assert!(
+        legacy.contains(&"DockerMachine v1alpha3".to_string()),
+        "{legacy:?}"
+    );
 }
 
 #[test]

@@ -1,11 +1,13 @@
 //! The CustomResourceDefinitions of our kinds, built from the Rust types: both versions merged
-//! (v1beta2 stored), Cluster API contract labels, and conversion through our webhook.
+//! (v1beta2 stored), CAPD's retired versions listed unserved, Cluster API contract labels, and
+//! conversion through our webhook.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceConversion, CustomResourceDefinition, CustomResourceValidation, ServiceReference,
-    WebhookClientConfig, WebhookConversion,
+    CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionVersion,
+    CustomResourceValidation, JSONSchemaProps, ServiceReference, WebhookClientConfig,
+    WebhookConversion,
 };
 use kube::CustomResourceExt;
 use schemars::JsonSchema;
@@ -123,6 +125,50 @@ impl VersionSpec {
     }
 }
 
+/// The retired versions each kind's CRD lists, as in CAPD 1.12's CRDs. An installation that ever
+/// stored objects in them keeps them in `status.storedVersions`, and the API server refuses a CRD
+/// that drops a version still listed there: without these, our CRDs could not replace CAPD's.
+const LEGACY_VERSIONS: &[(&str, &[&str])] = &[
+    ("DockerCluster", &["v1alpha3", "v1alpha4"]),
+    ("DockerClusterTemplate", &["v1alpha4"]),
+    ("DockerMachine", &["v1alpha3", "v1alpha4"]),
+    ("DockerMachineTemplate", &["v1alpha3", "v1alpha4"]),
+    ("DockerMachinePool", &["v1alpha3", "v1alpha4"]),
+];
+
+const LEGACY_VERSION_DOC: &str = "A version CAPD retired, listed so that this CRD can replace CAPD's \
+     while status.storedVersions still names it. Not served: objects are read and written in \
+     v1beta1 or v1beta2.";
+
+/// The retired versions of `kind`: neither served nor stored, deprecated as in CAPD. The API
+/// server wants a structural schema even for a version it does not serve, but never validates
+/// or serves an object with it: an object that keeps every field is the simplest honest one
+/// (this provider has no types for these versions, and its webhook converts none of them).
+fn legacy_versions(kind: &str) -> Vec<CustomResourceDefinitionVersion> {
+    let names = LEGACY_VERSIONS
+        .iter()
+        .find(|(legacy_kind, _)| *legacy_kind == kind)
+        .map_or(&[][..], |(_, names)| names);
+    names
+        .iter()
+        .map(|name| CustomResourceDefinitionVersion {
+            name: (*name).into(),
+            served: false,
+            storage: false,
+            deprecated: Some(true),
+            schema: Some(CustomResourceValidation {
+                open_api_v3_schema: Some(JSONSchemaProps {
+                    description: Some(LEGACY_VERSION_DOC.into()),
+                    type_: Some("object".into()),
+                    x_kubernetes_preserve_unknown_fields: Some(true),
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        })
+        .collect()
+}
+
 fn merge(versions: Vec<VersionSpec>) -> Result<CustomResourceDefinition, CrdError> {
     let crds = versions
         .into_iter()
@@ -134,6 +180,8 @@ fn merge(versions: Vec<VersionSpec>) -> Result<CustomResourceDefinition, CrdErro
         .unwrap_or_default();
     let mut crd = kube::core::crd::merge_crds(crds, v1beta2::VERSION)
         .map_err(|source| CrdError::Merge { kind, source })?;
+    let legacy = legacy_versions(&crd.spec.names.kind);
+    crd.spec.versions.extend(legacy);
     crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
     crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
     crd.metadata.labels = Some(BTreeMap::from([
