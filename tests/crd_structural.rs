@@ -3,7 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionVersion,
+};
 use serde_json::Value;
 
 /// Checks one schema node and its children; pushes a line per violation.
@@ -195,22 +197,17 @@ fn checker_rejects_a_non_structural_schema() {
 #[test]
 fn every_version_has_one_storage_and_both_betas_are_served() {
     for crd in capd::api::crd::all().unwrap() {
-        let storage: Vec<&str> = crd
-            .spec
-            .versions
-            .iter()
-            .filter(|v| v.storage)
-            .map(|v| v.name.as_str())
-            .collect();
-        assert_eq!(storage, ["v1beta2"], "{}", crd.spec.names.kind);
-        let served: Vec<&str> = crd
-            .spec
-            .versions
-            .iter()
-            .filter(|v| v.served)
-            .map(|v| v.name.as_str())
-            .collect();
-        assert_eq!(served, ["v1beta1", "v1beta2"], "{}", crd.spec.names.kind);
+        let names = |keep: fn(&CustomResourceDefinitionVersion) -> bool| -> Vec<&str> {
+            let versions = crd.spec.versions.iter().filter(|v| keep(v));
+            versions.map(|v| v.name.as_str()).collect()
+        };
+        assert_eq!(names(|v| v.storage), ["v1beta2"], "{}", crd.spec.names.kind);
+        assert_eq!(
+            names(|v| v.served),
+            ["v1beta1", "v1beta2"],
+            "{}",
+            crd.spec.names.kind
+        );
         let labels = crd.metadata.labels.clone().unwrap_or_default();
         assert_eq!(
             labels.get("cluster.x-k8s.io/v1beta1").map(String::as_str),
