@@ -245,8 +245,7 @@ pub fn load_balancer_step(
         .status
         .as_ref()
         .is_some_and(|s| s.load_balancer_configured);
-    (container_provisioned && !configured && weight.is_none())
-        .then_some(LoadBalancerStep::Register)
+    (container_provisioned && !configured && weight.is_none()).then_some(LoadBalancerStep::Register)
 }
 
 /// The weight annotation value a load balancer step leaves (`None`: no annotation).

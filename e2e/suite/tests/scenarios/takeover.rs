@@ -1,4 +1,4 @@
-//! Scenario 11 (issue 13): taking over a cluster that CAPD 1.12 provisioned. The suite leaves the
+//! Scenario 10 (issue 13): taking over a cluster that CAPD 1.12 provisioned. The suite leaves the
 //! world exactly as CAPD 1.12 leaves a provisioned cluster, with no manager running: the network,
 //! a load balancer `<cluster>-lb` with CAPD's labels and haproxy configuration, a control plane
 //! and a worker container with CAPD's labels, bootstrapped (kubeadm ran once, CABPK's sentinel
@@ -168,7 +168,11 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
     .await;
 
     let before = Snapshot::take(&[&lb, &cp, &md]);
-    assert_eq!(before.kubeadm_runs, vec![0, 1, 1], "CAPD bootstrapped each node once");
+    assert_eq!(
+        before.kubeadm_runs,
+        vec![0, 1, 1],
+        "CAPD bootstrapped each node once"
+    );
     let objects_before = takeover_objects(&env, &name).await;
 
     // Our manager takes over; every version of our objects written meanwhile is recorded.
@@ -196,7 +200,7 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
     }
     settle(&env).await;
     println!(
-        "scenario 11: CAPD's cluster taken over in {:.1}s",
+        "scenario 10: CAPD's cluster taken over in {:.1}s",
         took_over.elapsed().as_secs_f64()
     );
     for watch in &watches {
@@ -210,7 +214,10 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
         cluster_containers(&name),
         vec![cp.clone(), lb.clone(), md.clone()]
     );
-    assert_eq!(after.kubeadm_runs, before.kubeadm_runs, "no second kubeadm run");
+    assert_eq!(
+        after.kubeadm_runs, before.kubeadm_runs,
+        "no second kubeadm run"
+    );
     for node in [&cp, &md] {
         assert!(
             !docker(&["exec", node, "test", "-e", OUR_RUNNER_STATE]).0,
@@ -225,12 +232,19 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
     // CAPD recorded the configuration as done (`status.loadBalancerConfigured`); our rendering
     // differs by design (`maxconn`, comments), yet it is left alone until the control plane
     // changes, as CAPD 1.12 itself does.
-    assert_eq!(after.haproxy, before.haproxy, "CAPD's haproxy configuration untouched");
+    assert_eq!(
+        after.haproxy, before.haproxy,
+        "CAPD's haproxy configuration untouched"
+    );
     assert_eq!(haproxy_config(&lb), capd_config.trim_end());
     assert_routes_to(port, &cp).await;
     for (kind, object) in [("DockerCluster", name.as_str()), ("DockerMachine", "cp")] {
         let events = env.events_about(kind, object).await;
-        for reason in ["ContainerCreated", "LoadBalancerCreated", "LoadBalancerRecreated"] {
+        for reason in [
+            "ContainerCreated",
+            "LoadBalancerCreated",
+            "LoadBalancerRecreated",
+        ] {
             assert!(
                 !events.iter().any(|(_, r, _)| r == reason),
                 "{kind} {object}: {events:?}"
@@ -280,10 +294,18 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
         // stays as CAPD wrote it: its field manager owns it, and it stays true.
         assert_eq!(
             condition(&dm, "BootstrapExecSucceeded"),
-            Some(v1beta2_condition("BootstrapExecSucceeded", "True", "Succeeded")),
+            Some(v1beta2_condition(
+                "BootstrapExecSucceeded",
+                "True",
+                "Succeeded"
+            )),
             "{machine}"
         );
-        for type_ in ["ContainerProvisioned", "CGroupsReady", "PreLoadedImagesReady"] {
+        for type_ in [
+            "ContainerProvisioned",
+            "CGroupsReady",
+            "PreLoadedImagesReady",
+        ] {
             assert_eq!(condition_state(&dm, type_).unwrap().0, "True", "{machine}");
         }
         let container = format!("{name}-{machine}");
@@ -304,7 +326,10 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
     let objects_after = takeover_objects(&env, &name).await;
     for ((kind, before), (_, after)) in objects_before.iter().zip(&objects_after) {
         let what = format!("{kind} {:?}", after.metadata.name);
-        assert_eq!(after.metadata.finalizers, before.metadata.finalizers, "{what}");
+        assert_eq!(
+            after.metadata.finalizers, before.metadata.finalizers,
+            "{what}"
+        );
         assert_eq!(after.metadata.labels, before.metadata.labels, "{what}");
         assert_eq!(
             after.metadata.annotations, before.metadata.annotations,
@@ -316,14 +341,22 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
             json!({"provisioned": true}),
             "{what}"
         );
-        let legacy: Vec<(String, String)> = after.data["status"]["deprecated"]["v1beta1"]
-            ["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| (c["type"].as_str().unwrap().into(), c["status"].as_str().unwrap().into()))
-            .collect();
-        assert!(legacy.iter().all(|(_, s)| s == "True"), "{what}: {legacy:?}");
+        let legacy: Vec<(String, String)> =
+            after.data["status"]["deprecated"]["v1beta1"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    (
+                        c["type"].as_str().unwrap().into(),
+                        c["status"].as_str().unwrap().into(),
+                    )
+                })
+                .collect();
+        assert!(
+            legacy.iter().all(|(_, s)| s == "True"),
+            "{what}: {legacy:?}"
+        );
         assert_schema_of_capd_1_12(kind, after);
     }
     assert_eq!(
