@@ -13,20 +13,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use capd_e2e::capd::*;
 use capd_e2e::tls::https_get_until;
 use capd_e2e::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
-/// The container label CAPD (and kind) give a container's role.
-const ROLE_LABEL: &str = "io.x-k8s.kind.role";
-/// When CAPD recorded its conditions (in the past, so that a moved time shows).
-const CAPD_TIME: &str = "2026-01-01T00:00:00Z";
-/// The load balancer weight annotation of CAPD 1.12: its presence means "the load balancer was
-/// already re-rendered to drain this control plane".
-const CAPD_WEIGHT_ANNOTATION: &str = "dockermachine.infrastructure.cluster.x-k8s.io/weight";
 /// Where our bootstrap runner keeps its state inside a node (absent: it never ran there).
 const OUR_RUNNER_STATE: &str = "/run/cluster-api/capd-bootstrap";
 /// Fields outside CAPD 1.12's schema that README ("Behavioural differences") lists.
@@ -83,34 +77,20 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
         &cloud_config_running(0, "kubeadm join --config /etc/capd-test/config.yaml"),
     )
     .await;
-    let dc_spec = json!({
-        "controlPlaneEndpoint": {"host": lb_ip, "port": 6443},
-        "loadBalancer": {
-            "imageRepository": env.images.haproxy_repository,
-            "imageTag": env.images.haproxy_tag
-        }
-    });
-    env.create(
-        &infra("DockerCluster"),
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-            "kind": "DockerCluster",
-            "metadata": {
-                "name": name,
-                "labels": env.labels(&name),
-                "finalizers": [DOCKER_CLUSTER_FINALIZER],
-                "ownerReferences": [owner("Cluster", &cluster)]
-            },
-            "spec": dc_spec
-        }),
+    env.create_docker_cluster_with(
+        &cluster,
+        json!({}),
+        json!({"controlPlaneEndpoint": {"host": lb_ip, "port": 6443}}),
     )
     .await;
-    env.merge_patch_status(
-        &infra("DockerCluster"),
-        &name,
-        json!({"status": capd_cluster_status()}),
-    )
-    .await;
+    let finalizers = |finalizer| json!({"metadata": {"finalizers": [finalizer]}});
+    let dc = infra("DockerCluster");
+    env.merge_patch(&dc, &name, finalizers(DOCKER_CLUSTER_FINALIZER))
+        .await;
+    let generation = env.get(&dc, &name).await.unwrap().metadata.generation;
+    let status = capd_cluster_status(generation.unwrap());
+    env.merge_patch_status(&dc, &name, json!({"status": status}))
+        .await;
     for (machine, container, ip, control_plane) in
         [("cp", &cp, &cp_ip, true), ("md", &md, &md_ip, false)]
     {
@@ -119,35 +99,16 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
             bootstrap_secret: Some(format!("{machine}-bootstrap")),
             ..MachineSpec::default()
         };
-        let owner_machine = env
-            .create(&capi("Machine"), env.machine(&name, machine, &spec))
+        env.create_machine_with(&name, machine, &spec).await;
+        let dm = infra("DockerMachine");
+        let mut patch = finalizers(DOCKER_MACHINE_FINALIZER);
+        patch["spec"] =
+            json!({"providerID": format!("docker:////{container}"), "bootstrapped": true});
+        env.merge_patch(&dm, machine, patch).await;
+        let generation = env.get(&dm, machine).await.unwrap().metadata.generation;
+        let status = capd_machine_status(container, ip, control_plane, generation.unwrap());
+        env.merge_patch_status(&dm, machine, json!({"status": status}))
             .await;
-        let dm_spec = json!({
-            "customImage": node_image,
-            "providerID": format!("docker:////{container}"),
-            "bootstrapped": true
-        });
-        env.create(
-            &infra("DockerMachine"),
-            json!({
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                "kind": "DockerMachine",
-                "metadata": {
-                    "name": machine,
-                    "labels": owner_machine.metadata.labels,
-                    "finalizers": [DOCKER_MACHINE_FINALIZER],
-                    "ownerReferences": [owner("Machine", &owner_machine)]
-                },
-                "spec": dm_spec
-            }),
-        )
-        .await;
-        env.merge_patch_status(
-            &infra("DockerMachine"),
-            machine,
-            json!({"status": capd_machine_status(container, ip, control_plane)}),
-        )
-        .await;
         // CAPD patched the Node's provider ID; core recorded the control plane's Node (the
         // worker's not yet: its bootstrap is then known from the node alone).
         let node: Node = serde_json::from_value(json!({
@@ -198,7 +159,7 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
         )
         .await;
     }
-    settle(&env).await;
+    env.wait_settled(Duration::from_secs(60)).await;
     println!(
         "scenario 10: CAPD's cluster taken over in {:.1}s",
         took_over.elapsed().as_secs_f64()
@@ -292,14 +253,18 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
         );
         // CAPD 1.12's `BootstrapExecSucceeded` (ours is `BootstrapCompleted`, as in CAPD 1.14)
         // stays as CAPD wrote it: its field manager owns it, and it stays true.
+        let (_, capd_dm) = objects_before
+            .iter()
+            .find(|(_, o)| o.metadata.name.as_deref() == Some(machine))
+            .unwrap();
         assert_eq!(
             condition(&dm, "BootstrapExecSucceeded"),
-            Some(v1beta2_condition(
-                "BootstrapExecSucceeded",
-                "True",
-                "Succeeded"
-            )),
+            condition(capd_dm, "BootstrapExecSucceeded"),
             "{machine}"
+        );
+        assert_eq!(
+            condition_state(&dm, "BootstrapExecSucceeded"),
+            Some(("True".into(), "Succeeded".into()))
         );
         for type_ in [
             "ContainerProvisioned",
@@ -364,167 +329,6 @@ async fn a_cluster_provisioned_by_capd_is_taken_over_without_recreating_anything
         json!(true),
         "the control plane stays configured for CAPD"
     );
-}
-
-/// `docker run` of a container as CAPD 1.12 runs it: name and host name, kind labels, the
-/// network, restart policy `on-failure:1`, tmpfs `/tmp` and `/run`, an anonymous `/var`, a
-/// published API server port (loopback here; CAPD publishes the load balancer on every
-/// interface), privileged when the engine allows.
-fn run_like_capd(env: &Env, container: &str, cluster: &str, role: &str, image: &str) {
-    let cluster_label = format!("{CLUSTER_LABEL}={cluster}");
-    let role_label = format!("{ROLE_LABEL}={role}");
-    let mut args = vec![
-        "run",
-        "--detach",
-        "--tty",
-        "--name",
-        container,
-        "--hostname",
-        container,
-        "--label",
-        &cluster_label,
-        "--label",
-        &role_label,
-        "--network",
-        &env.network,
-        "--restart",
-        "on-failure:1",
-        "--tmpfs",
-        "/tmp",
-        "--tmpfs",
-        "/run",
-        "--volume",
-        "/var",
-    ];
-    if role != "worker" {
-        args.extend(["--publish", "127.0.0.1::6443"]);
-    }
-    if role == "external-load-balancer" {
-        args.extend(["--publish", "127.0.0.1::8404"]);
-    }
-    if role == "control-plane" {
-        args.extend(["--env", "KUBECONFIG=/etc/kubernetes/admin.conf"]);
-    }
-    if privileged_allowed(&env.images.node) {
-        args.extend([
-            "--privileged",
-            "--security-opt",
-            "seccomp=unconfined",
-            "--security-opt",
-            "apparmor=unconfined",
-        ]);
-    }
-    args.push(image);
-    let (ok, out) = docker(&args);
-    assert!(ok, "docker run {container}: {out}");
-}
-
-/// The commands CAPD 1.12 executes for the suite's cloud-config: the file, kubeadm, then CABPK's
-/// sentinel.
-fn bootstrap_like_capd(container: &str, kubeadm: &str) {
-    for command in [
-        "mkdir -p /etc/capd-test && printf 'token: abcdef.0123456789abcdef\\n' > /etc/capd-test/config.yaml && chmod 0600 /etc/capd-test/config.yaml".to_string(),
-        format!("kubeadm {kubeadm} --ignore-preflight-errors=SystemVerification,Swap,FileContent--proc-sys-net-bridge-bridge-nf-call-iptables --config /etc/capd-test/config.yaml"),
-        "mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete".to_string(),
-    ] {
-        let (ok, out) = docker(&["exec", container, "sh", "-c", &command]);
-        assert!(ok, "{container}: {command}: {out}");
-    }
-}
-
-/// CAPD 1.12's default haproxy configuration for one control plane, as its Go template renders
-/// it (blank lines with two spaces included). One change: `maxconn` 8000 instead of 100000, which
-/// needs more open files than this engine allows (haproxy would refuse the reload; README,
-/// "Behavioural differences").
-fn capd_haproxy_config(server: &str, address: &str) -> String {
-    format!(
-        "# generated by kind
-global
-  log /dev/log local0
-  log /dev/log local1 notice
-  daemon
-  # limit memory usage to approximately 18 MB
-  # (see https://github.com/kubernetes-sigs/kind/pull/3115)
-  maxconn 8000
-
-resolvers docker
-  nameserver dns 127.0.0.11:53
-
-defaults
-  log global
-  mode tcp
-  option dontlognull
-  # TODO: tune these
-  timeout connect 5000
-  timeout client 50000
-  timeout server 50000
-  # allow to boot despite dns don't resolve backends
-  default-server init-addr none
-
-frontend stats
-  mode http
-  bind *:8404
-  stats enable
-  stats uri /stats
-  stats refresh 1s
-  stats admin if TRUE
-
-frontend control-plane
-  bind *:6443
-  
-  default_backend kube-apiservers
-
-backend kube-apiservers
-  option httpchk GET /healthz
-  
-  server {server} {address}:6443 weight 100 check check-ssl verify none resolvers docker resolve-prefer ipv4
-"
-    )
-}
-
-fn v1beta2_condition(type_: &str, status: &str, reason: &str) -> Value {
-    json!({"type": type_, "status": status, "reason": reason, "message": "", "lastTransitionTime": CAPD_TIME, "observedGeneration": 1})
-}
-
-fn v1beta1_true(type_: &str) -> Value {
-    json!({"type": type_, "status": "True", "lastTransitionTime": CAPD_TIME})
-}
-
-/// A provisioned DockerCluster's status as CAPD 1.12 writes it.
-fn capd_cluster_status() -> Value {
-    json!({
-        "conditions": [
-            v1beta2_condition("Ready", "True", "Ready"),
-            v1beta2_condition("LoadBalancerAvailable", "True", "Available"),
-            v1beta2_condition("Paused", "False", "NotPaused"),
-        ],
-        "deprecated": {"v1beta1": {"conditions": [v1beta1_true("Ready"), v1beta1_true("LoadBalancerAvailable")]}},
-        "initialization": {"provisioned": true}
-    })
-}
-
-/// A provisioned DockerMachine's status as CAPD 1.12 writes it.
-fn capd_machine_status(container: &str, ip: &str, control_plane: bool) -> Value {
-    json!({
-        "conditions": [
-            v1beta2_condition("Ready", "True", "Ready"),
-            v1beta2_condition("ContainerProvisioned", "True", "Provisioned"),
-            v1beta2_condition("BootstrapExecSucceeded", "True", "Succeeded"),
-            v1beta2_condition("Paused", "False", "NotPaused"),
-        ],
-        "deprecated": {"v1beta1": {"conditions": [
-            v1beta1_true("Ready"),
-            v1beta1_true("BootstrapExecSucceeded"),
-            v1beta1_true("ContainerProvisioned"),
-        ]}},
-        "initialization": {"provisioned": true},
-        "loadBalancerConfigured": control_plane,
-        "addresses": [
-            {"type": "Hostname", "address": container},
-            {"type": "InternalIP", "address": ip},
-            {"type": "ExternalIP", "address": ip},
-        ]
-    })
 }
 
 /// What a user sees of the containers.
@@ -607,20 +411,6 @@ async fn record_writes(
     })
 }
 
-/// Waits until no object's resourceVersion moved for three seconds (bounded).
-async fn settle(env: &Env) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (mut seen, mut since) = (env.resource_versions().await, Instant::now());
-    while since.elapsed() < Duration::from_secs(3) {
-        assert!(Instant::now() < deadline, "the objects never settle");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = env.resource_versions().await;
-        if now != seen {
-            (seen, since) = (now, Instant::now());
-        }
-    }
-}
-
 fn condition_types(object: &DynamicObject) -> Vec<String> {
     let mut types: Vec<String> = object.data["status"]["conditions"]
         .as_array()
@@ -635,62 +425,14 @@ fn condition_types(object: &DynamicObject) -> Vec<String> {
 /// Asserts that `spec` and `status` hold no field CAPD 1.12's v1beta2 schema lacks, except the
 /// additions README lists. Skipped with a note when the reference CRDs are absent.
 fn assert_schema_of_capd_1_12(kind: &str, object: &DynamicObject) {
-    let file = workspace_root().join(format!(
-        "../shared/reference/crds/capd-release-1.12/infrastructure.cluster.x-k8s.io_{}s.yaml",
-        kind.to_lowercase()
-    ));
-    let Ok(text) = std::fs::read_to_string(&file) else {
-        println!("note: {} not found; schema check skipped", file.display());
+    let Some(mut outside) = outside_capd_schema(kind, &object.data) else {
+        println!("note: CAPD 1.12's CRDs (../shared/reference) not found; schema check skipped");
         return;
     };
-    let crd: Value = serde_saphyr::from_str(&text).unwrap();
-    let schema = crd["spec"]["versions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "v1beta2")
-        .map(|v| v["schema"]["openAPIV3Schema"].clone())
-        .unwrap();
-    let mut outside = Vec::new();
-    for part in ["spec", "status"] {
-        outside_schema(
-            &object.data[part],
-            &schema["properties"][part],
-            &format!(".{part}"),
-            &mut outside,
-        );
-    }
     outside.retain(|path| !README_SCHEMA_ADDITIONS.contains(&(kind, path.as_str())));
     assert!(
         outside.is_empty(),
         "{kind} {:?}: fields outside CAPD 1.12's schema: {outside:?}",
         object.metadata.name
     );
-}
-
-fn outside_schema(value: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
-    if schema["x-kubernetes-preserve-unknown-fields"] == json!(true) {
-        return;
-    }
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map {
-                let child_path = format!("{path}.{key}");
-                let child_schema = schema["properties"]
-                    .get(key)
-                    .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
-                match child_schema {
-                    Some(s) => outside_schema(child, s, &child_path, out),
-                    None if schema["additionalProperties"] == json!(true) => {}
-                    None => out.push(child_path),
-                }
-            }
-        }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                outside_schema(item, &schema["items"], &format!("{path}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
 }
