@@ -227,7 +227,12 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
             .get("dockermachine.infrastructure.cluster.x-k8s.io/weight")
             .cloned()
     };
-    assert_eq!(annotation(&cp1).as_deref(), Some("100"));
+    // Registered as CAPD 1.12 records it; the weight annotation is only for draining.
+    assert_eq!(annotation(&cp1), None);
+    assert_eq!(
+        cp1.data["status"]["loadBalancerConfigured"],
+        serde_json::json!(true)
+    );
 
     // The workload cluster's Node gets its provider ID, addresses and loses the taint.
     env.create_kubeconfig_secret(&name).await;

@@ -123,6 +123,14 @@ impl Env {
         env
     }
 
+    /// As [`Env::scenario`], but the manager is not started: the scenario prepares the world
+    /// first (objects and containers left by another provider), then calls
+    /// [`Env::start_manager`] and [`Env::wait_ready`].
+    pub async fn scenario_without_manager(test: &str, extra_args: &[&str]) -> Env {
+        let management = Management::from_environment().await;
+        Self::prepare(management, test, extra_args, None).await
+    }
+
     /// As [`Env::scenario`], with the manager run from `image` as shipped: a container under the
     /// Deployment's restrictions ([`crate::shipped`]).
     pub async fn scenario_as_shipped(test: &str, image: &str) -> Env {
@@ -140,6 +148,18 @@ impl Env {
     /// Sets up an environment on a management API and starts the manager: from `shipped_image`
     /// as a container when given, else the binary.
     pub async fn launch_with(
+        management: Management,
+        test: &str,
+        extra_args: &[&str],
+        shipped_image: Option<String>,
+    ) -> Env {
+        let mut env = Self::prepare(management, test, extra_args, shipped_image).await;
+        env.start_manager();
+        env
+    }
+
+    /// Sets up an environment on a management API (CRDs, namespace), without a manager.
+    async fn prepare(
         management: Management,
         test: &str,
         extra_args: &[&str],
@@ -184,7 +204,6 @@ impl Env {
             // Against a shared cluster, every environment keeps to namespaces of its own.
             env.namespace = env.create_namespace(&format!("e2e-{test}-")).await;
         }
-        env.start_manager();
         env
     }
 

@@ -1,6 +1,7 @@
 //! What a user reads back: Events, and the resourceVersions of every object of a namespace.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -45,6 +46,21 @@ impl Env {
             }
         }
         out
+    }
+
+    /// Waits until no object's resourceVersion moved for three seconds in a row; panics after
+    /// `timeout` (so a hot loop fails here).
+    pub async fn wait_settled(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let (mut seen, mut since) = (self.resource_versions().await, Instant::now());
+        while since.elapsed() < Duration::from_secs(3) {
+            assert!(Instant::now() < deadline, "the objects never settle");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let now = self.resource_versions().await;
+            if now != seen {
+                (seen, since) = (now, Instant::now());
+            }
+        }
     }
 
     /// Asserts that a deleted cluster left nothing behind: no container, none of `volumes`, not

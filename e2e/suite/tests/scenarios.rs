@@ -14,6 +14,7 @@ mod scenarios {
     pub mod resilience;
     pub mod scale;
     pub mod side_by_side;
+    pub mod takeover;
 }
 
 use std::time::Duration;

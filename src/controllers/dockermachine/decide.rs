@@ -213,13 +213,17 @@ pub fn not_provisioned(message: impl Into<String>, generation: Option<i64>) -> C
 /// A load balancer change a control plane machine asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadBalancerStep {
-    /// Add the machine (weight 100), then annotate it `100`.
+    /// Add the machine (weight 100), then record `status.loadBalancerConfigured`.
     Register,
     /// The Machine is being deleted: drain it (weight 0), then annotate it `0`.
     Drain,
 }
 
-/// The load balancer step of a control plane machine (CAPD's triggers 1 and 2).
+/// The load balancer step of a control plane machine, with CAPD 1.12's bookkeeping, so that
+/// either provider reads what the other wrote: `status.loadBalancerConfigured` says the machine
+/// was registered (once), and the weight annotation is written only to drain, its presence
+/// meaning "drained" (CAPD 1.12 skips the drain when it finds the annotation). A `100` left by
+/// earlier capd-rs builds counts as registered, not drained.
 pub fn load_balancer_step(
     docker_machine: &DockerMachine,
     machine: &Machine,
@@ -233,19 +237,22 @@ pub fn load_balancer_step(
         .annotations
         .as_ref()
         .and_then(|a| a.get(WEIGHT_ANNOTATION))
-        .map(String::as_str)
-        .unwrap_or_default();
+        .map(String::as_str);
     if is_deleting(&machine.metadata) {
-        return (weight == "100").then_some(LoadBalancerStep::Drain);
+        return matches!(weight, None | Some("100")).then_some(LoadBalancerStep::Drain);
     }
-    (container_provisioned && weight.is_empty()).then_some(LoadBalancerStep::Register)
+    let configured = docker_machine
+        .status
+        .as_ref()
+        .is_some_and(|s| s.load_balancer_configured);
+    (container_provisioned && !configured && weight.is_none()).then_some(LoadBalancerStep::Register)
 }
 
-/// The weight annotation value a load balancer step leaves.
-pub fn weight_after(step: LoadBalancerStep) -> &'static str {
+/// The weight annotation value a load balancer step leaves (`None`: no annotation).
+pub fn weight_after(step: LoadBalancerStep) -> Option<&'static str> {
     match step {
-        LoadBalancerStep::Register => "100",
-        LoadBalancerStep::Drain => "0",
+        LoadBalancerStep::Register => None,
+        LoadBalancerStep::Drain => Some("0"),
     }
 }
 

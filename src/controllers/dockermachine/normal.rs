@@ -26,7 +26,7 @@ use crate::api::v1beta2::{DockerCluster, DockerMachine};
 use crate::bootstrap::{Format, Options, Plan, translate};
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Result, is_not_found};
-use crate::controllers::loadbalancer::{ip_family, sync_backends};
+use crate::controllers::loadbalancer::{DRAINED_WEIGHT, SERVING_WEIGHT, ip_family, sync_backends};
 use crate::controllers::tasks::TaskKind;
 use crate::docker::kind::Mapping;
 use crate::docker::node::{
@@ -229,15 +229,29 @@ async fn run_steps(
         .await?;
     }
     if let Some(step) = step {
-        let value = decide::weight_after(step);
-        apply_owned_fields(
-            ctx,
-            work.original,
-            &work.original.spec.provider_id,
-            Some(value),
-        )
-        .await?;
-        weight = Some(value.to_string());
+        match decide::weight_after(step) {
+            Some(value) => {
+                apply_owned_fields(
+                    ctx,
+                    work.original,
+                    &work.original.spec.provider_id,
+                    Some(value),
+                )
+                .await?;
+                weight = Some(value.to_string());
+            }
+            None => {
+                work.working
+                    .status
+                    .get_or_insert_with(Default::default)
+                    .load_balancer_configured = true;
+            }
+        }
+        let value = if step == decide::LoadBalancerStep::Drain {
+            DRAINED_WEIGHT
+        } else {
+            SERVING_WEIGHT
+        };
         tracing::info!(container = %name, weight = value, "Updated the load balancer backends");
         ctx.event(
             work.original,

@@ -217,8 +217,24 @@ fn a_provisioned_control_plane_is_registered_once() {
         Some(LoadBalancerStep::Register)
     );
     assert_eq!(
+        weight_after(LoadBalancerStep::Register),
+        None,
+        "registering writes no weight annotation (CAPD 1.12 reads one as drained)"
+    );
+    let mut configured = dm.clone();
+    configured
+        .status
+        .get_or_insert_with(Default::default)
+        .load_balancer_configured = true;
+    assert_eq!(
+        load_balancer_step(&configured, &cp, true),
+        None,
+        "registered: status.loadBalancerConfigured, as CAPD 1.12 records it"
+    );
+    assert_eq!(
         load_balancer_step(&dm.clone().weighted("100"), &cp, true),
-        None
+        None,
+        "registered by an earlier capd-rs build"
     );
     assert_eq!(
         load_balancer_step(&dm, &Machine::test("m1"), true),
@@ -230,15 +246,24 @@ fn a_provisioned_control_plane_is_registered_once() {
 #[test]
 fn a_deleting_control_plane_is_drained_as_soon_as_its_machine_deletes() {
     let cp = Machine::test("m1").control_plane().deleting();
-    let dm = DockerMachine::test("m1").weighted("100");
+    let mut registered = DockerMachine::test("m1");
+    registered
+        .status
+        .get_or_insert_with(Default::default)
+        .load_balancer_configured = true;
     assert_eq!(
-        load_balancer_step(&dm, &cp, true),
+        load_balancer_step(&registered, &cp, true),
         Some(LoadBalancerStep::Drain)
     );
-    assert_eq!(weight_after(LoadBalancerStep::Drain), "0");
+    assert_eq!(
+        load_balancer_step(&DockerMachine::test("m1").weighted("100"), &cp, true),
+        Some(LoadBalancerStep::Drain)
+    );
+    assert_eq!(weight_after(LoadBalancerStep::Drain), Some("0"));
     assert_eq!(
         load_balancer_step(&DockerMachine::test("m1").weighted("0"), &cp, true),
-        None
+        None,
+        "drained already (by us or by CAPD)"
     );
 }
 

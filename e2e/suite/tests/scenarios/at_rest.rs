@@ -1,7 +1,7 @@
 //! Scenario 4: a provisioned cluster at rest: no object's resourceVersion moves for 30 s, the
 //! management API receives no write, and the manager uses next to no CPU.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capd_e2e::*;
 
@@ -41,16 +41,7 @@ async fn a_provisioned_cluster_at_rest_costs_nothing() {
     }
 
     // Settled: three quiet seconds in a row (bounded, so a hot loop fails here).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut seen, mut since) = (env.resource_versions().await, Instant::now());
-    while since.elapsed() < Duration::from_secs(3) {
-        assert!(Instant::now() < deadline, "the objects never settle");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = env.resource_versions().await;
-        if now != seen {
-            (seen, since) = (now, Instant::now());
-        }
-    }
+    env.wait_settled(Duration::from_secs(30)).await;
 
     let before = env.resource_versions().await;
     let cpu_before = env.manager_cpu();
