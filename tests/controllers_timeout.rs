@@ -57,17 +57,23 @@ async fn a_bootstrap_past_its_timeout_is_reported_then_accepted_when_it_complete
     .await;
     assert_eq!(condition_state(&dm, "Ready").unwrap().0, "True");
 
-    let events = env.events_about("DockerMachine", "cp1").await;
+    // The Event of a transition is published right after the status write that shows it.
+    let events = eventually(
+        Duration::from_secs(10),
+        "the BootstrapCompleted Event",
+        || async {
+            let events = env.events_about("DockerMachine", "cp1").await;
+            events
+                .iter()
+                .any(|(kind, reason, _)| kind == "Normal" && reason == "BootstrapCompleted")
+                .then_some(events)
+        },
+    )
+    .await;
     assert!(
         events
             .iter()
             .any(|(kind, reason, _)| kind == "Warning" && reason == "BootstrapTimedOut"),
-        "{events:?}"
-    );
-    assert!(
-        events
-            .iter()
-            .any(|(kind, reason, _)| kind == "Normal" && reason == "BootstrapCompleted"),
         "{events:?}"
     );
 
