@@ -11,7 +11,7 @@
 //! A test harness fails a test by panicking: `unwrap`, `expect` and `panic!` are its assertions.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-pub mod capd;
+pub mod capd_world;
 pub mod core;
 pub mod docker;
 pub mod env;

@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use capd_e2e::capd::*;
+use capd_e2e::capd_world::*;
 use capd_e2e::tls::https_get_until;
 use capd_e2e::*;
 use futures::StreamExt;
