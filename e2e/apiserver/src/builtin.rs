@@ -1,5 +1,5 @@
 //! Rules of specific built-in kinds: Secret `stringData` and `type`, immutable ConfigMaps and
-//! Secrets, undeletable system namespaces.
+//! Secrets, a Node's `spec.providerID` set once, undeletable system namespaces.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -31,9 +31,20 @@ pub fn normalise(def: &ResourceDef, object: &mut Value) {
     }
 }
 
-/// Update rules of built-in kinds: immutable ConfigMaps and Secrets keep their data.
+/// Update rules of built-in kinds: a Node's `spec.providerID` is set once; immutable ConfigMaps
+/// and Secrets keep their data.
 pub fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
+    if is(def, "nodes") {
+        let before = old["spec"]["providerID"].as_str().unwrap_or_default();
+        if !before.is_empty() && new["spec"]["providerID"].as_str().unwrap_or_default() != before {
+            causes.push(cause(
+                "FieldValueForbidden",
+                "spec.providerID",
+                "Forbidden: node updates may not change providerID except from \"\" to valid",
+            ));
+        }
+    }
     if !(is(def, "secrets") || is(def, "configmaps")) || old["immutable"] != json!(true) {
         return causes;
     }

@@ -54,7 +54,8 @@ pub fn prepare_create(crd: &mut Value) {
     crd["status"] = json!({"acceptedNames": {"plural": "", "kind": ""}, "storedVersions": []});
 }
 
-/// Validates a CRD's names and versions.
+/// Validates a CRD's names, versions and their schemas (which must be structural, as
+/// apiextensions.k8s.io/v1 demands).
 pub fn validate(crd: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let spec = &crd["spec"];
@@ -121,6 +122,19 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
         }
         if !versions.iter().any(|v| v["served"] == json!(true)) {
             causes.push(cause("FieldValueInvalid", "spec.versions", "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have at least one version marked as served"));
+        }
+    }
+    for (index, version) in versions.iter().enumerate() {
+        let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
+        match &version["schema"]["openAPIV3Schema"] {
+            schema @ Value::Object(_) => {
+                causes.extend(crate::schema::validate_crd_schema(schema, &path));
+            }
+            _ => causes.push(cause(
+                "FieldValueRequired",
+                path,
+                "Required value: schemas are required",
+            )),
         }
     }
     if spec["conversion"]["strategy"] == json!("Webhook")

@@ -64,6 +64,9 @@ pub type ObjKey = (String, String);
 /// Everything the server stores, guarded by one lock.
 pub struct Store {
     rv: u64,
+    /// The resourceVersion the server started at: watches cannot start before it (kube-apiserver's
+    /// watch cache is filled by a list at its start and knows nothing older).
+    started: u64,
     /// Served resources (built-ins and those of established CRDs).
     pub defs: Vec<ResourceDef>,
     objects: HashMap<ResKey, BTreeMap<ObjKey, Arc<Value>>>,
@@ -80,6 +83,7 @@ impl Store {
     pub fn new(defs: Vec<ResourceDef>, history_limit: usize) -> Self {
         Store {
             rv: 1,
+            started: 1,
             defs,
             objects: HashMap::new(),
             history: HashMap::new(),
@@ -93,6 +97,12 @@ impl Store {
     /// The current (latest) resourceVersion.
     pub fn rv(&self) -> u64 {
         self.rv
+    }
+
+    /// Marks the server as started at the current resourceVersion: older ones are too old to
+    /// watch from.
+    pub fn mark_started(&mut self) {
+        self.started = self.rv;
     }
 
     /// Finds a served resource by group, version and plural name.
@@ -212,17 +222,22 @@ impl Store {
             .retain(|w| &w.key != key || w.tx.send(event.clone()).is_ok());
     }
 
-    /// Events of a resource after `rv`, or the oldest resourceVersion still known when `rv` is too old.
+    /// Events of a resource after `rv`, or, when `rv` is too old, the oldest resourceVersion a
+    /// watch may start from. As in kube-apiserver's watch cache, that is the server's start until
+    /// events have been evicted, then the one just before the oldest kept event.
     pub fn events_since(&self, key: &ResKey, rv: u64) -> Result<Vec<Arc<StoreEvent>>, u64> {
-        let Some(history) = self.history.get(key) else {
-            return Ok(Vec::new());
-        };
-        if rv < history.compacted {
-            return Err(history.compacted + 1);
+        let history = self.history.get(key);
+        let evicted = history
+            .filter(|h| h.compacted > 0)
+            .and_then(|h| h.events.front())
+            .map_or(0, |oldest| oldest.rv.saturating_sub(1));
+        let oldest = self.started.max(evicted);
+        if rv < oldest {
+            return Err(oldest);
         }
         Ok(history
-            .events
-            .iter()
+            .into_iter()
+            .flat_map(|h| h.events.iter())
             .filter(|e| e.rv > rv)
             .cloned()
             .collect())

@@ -12,7 +12,7 @@ use crate::server::Shared;
 use crate::ssa::Reset;
 use crate::store::Store;
 
-/// Creates the namespaces every cluster starts with.
+/// Creates the namespaces every cluster starts with, then marks the server as started.
 pub async fn seed(shared: &Shared) {
     let mut store = shared.store.lock().await;
     let key = (String::new(), "namespaces".to_string());
@@ -30,6 +30,7 @@ pub async fn seed(shared: &Shared) {
             }),
         );
     }
+    store.mark_started();
 }
 
 /// Checks and fills `apiVersion` and `kind` of a request body.

@@ -170,8 +170,7 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
                 }
                 Err(oldest) => {
                     expired = Some(ApiError::expired(format!(
-                        "too old resource version: {rv} ({})",
-                        oldest.saturating_sub(1)
+                        "too old resource version: {rv} ({oldest})"
                     )));
                 }
             }

@@ -403,3 +403,184 @@ async fn unreachable_service_webhook_fails_with_internal_error() {
         err.message
     );
 }
+
+/// A one-version CRD `gadgets.example.com` with the given schema.
+fn gadget_crd(schema: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true,
+                 "schema": {"openAPIV3Schema": schema}}
+            ]
+        }
+    })
+}
+
+/// Creates a CRD that must be refused; returns its message and causes as `field: message`.
+async fn refused_crd(client: &kube::Client, crd: Value) -> (String, Vec<(String, String)>) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+    let err = status(crds.create(&PostParams::default(), &crd).await.unwrap_err());
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (422, "Invalid"),
+        "{}",
+        err.message
+    );
+    let causes = err
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| (c.field, format!("{}: {}", c.reason, c.message)))
+        .collect();
+    (err.message, causes)
+}
+
+#[tokio::test]
+async fn non_structural_schemas_are_refused_with_kube_causes() {
+    let (_h, client) = start().await;
+    let root = "spec.versions[0].schema.openAPIV3Schema";
+
+    // The classic: a property with anyOf and no type.
+    let (message, causes) = refused_crd(
+        &client,
+        gadget_crd(
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "foo": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+            }}}}),
+        ),
+    )
+    .await;
+    let foo = format!("{root}.properties[spec].properties[foo]");
+    assert_eq!(
+        message,
+        format!(
+            "CustomResourceDefinition.apiextensions.k8s.io \"gadgets.example.com\" is invalid: [\
+             {foo}.anyOf[0].type: Forbidden: must be empty to be structural, \
+             {foo}.anyOf[1].type: Forbidden: must be empty to be structural, \
+             {foo}.type: Required value: must not be empty for specified object fields]"
+        )
+    );
+    assert_eq!(
+        causes,
+        vec![
+            (
+                format!("{foo}.anyOf[0].type"),
+                "FieldValueForbidden: Forbidden: must be empty to be structural".to_string()
+            ),
+            (
+                format!("{foo}.anyOf[1].type"),
+                "FieldValueForbidden: Forbidden: must be empty to be structural".to_string()
+            ),
+            (
+                format!("{foo}.type"),
+                "FieldValueRequired: Required value: must not be empty for specified object fields"
+                    .to_string()
+            ),
+        ]
+    );
+
+    // Missing types at the root and in array items, arrays without items, metadata that says
+    // more than name and generateName, and junctors naming fields the schema does not specify.
+    let (_, causes) = refused_crd(
+        &client,
+        gadget_crd(json!({
+            "properties": {
+                "metadata": {"type": "object", "properties": {"labels": {"type": "object"}}},
+                "spec": {"type": "object", "properties": {
+                    "list": {"type": "array", "items": {"properties": {"a": {"type": "string"}}}},
+                    "bare": {"type": "array"},
+                    "map": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}}
+                }}
+            },
+            "anyOf": [{"properties": {"extra": {"type": "string"}}}]
+        })),
+    )
+    .await;
+    let texts: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+    for expected in [
+        format!("{root}.type: FieldValueRequired: Required value: must not be empty at the root"),
+        format!(
+            "{root}.properties[spec].properties[list].items.type: FieldValueRequired: Required value: must not be empty for specified array items"
+        ),
+        format!(
+            "{root}.properties[spec].properties[bare].items: FieldValueRequired: Required value: must be specified"
+        ),
+        format!(
+            "{root}.properties[metadata]: FieldValueForbidden: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"
+        ),
+        format!(
+            "{root}.properties[extra]: FieldValueRequired: Required value: because it is defined in {root}.anyOf[0].properties[extra]"
+        ),
+        format!(
+            "{root}.anyOf[0].properties[extra].type: FieldValueForbidden: Forbidden: must be empty to be structural"
+        ),
+        format!(
+            "{root}.properties[spec].properties[map].additionalProperties: FieldValueForbidden: Forbidden: additionalProperties and properties are mutual exclusive"
+        ),
+    ] {
+        assert!(
+            texts.contains(&expected),
+            "{expected}\nmissing from {texts:#?}"
+        );
+    }
+
+    // Unserved versions are checked too, and v1 CRDs need a schema for every version.
+    let mut two = gadget_crd(json!({"type": "object"}));
+    two["spec"]["versions"].as_array_mut().unwrap().extend([
+        json!({"name": "v1alpha1", "served": false, "storage": false,
+                   "schema": {"openAPIV3Schema": {"type": "string"}}}),
+        json!({"name": "v1alpha2", "served": false, "storage": false}),
+    ]);
+    let (_, causes) = refused_crd(&client, two).await;
+    assert_eq!(
+        causes,
+        vec![
+            (
+                "spec.versions[1].schema.openAPIV3Schema.type".to_string(),
+                "FieldValueInvalid: Invalid value: \"string\": must be object at the root"
+                    .to_string()
+            ),
+            (
+                "spec.versions[2].schema.openAPIV3Schema".to_string(),
+                "FieldValueRequired: Required value: schemas are required".to_string()
+            ),
+        ]
+    );
+
+    // Nothing refused was stored, and an update cannot make a stored schema non-structural.
+    let installed = install_crd(&client, gadget_crd(json!({"type": "object"}))).await;
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    assert_eq!(installed.metadata.generation, Some(1));
+    let err = status(
+        crds.patch(
+            "gadgets.example.com",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([{"op": "add",
+                    "path": "/spec/versions/0/schema/openAPIV3Schema/properties",
+                    "value": {"x": {"description": "no type"}}}]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message.ends_with(&format!(
+            "{root}.properties[x].type: Required value: must not be empty for specified object fields"
+        )),
+        "{}",
+        err.message
+    );
+}

@@ -430,3 +430,58 @@ async fn nodes_take_provider_ids_and_status_addresses_like_a_cloud_controller_se
         Some("docker:////c1-control-plane-abc")
     );
 }
+
+#[tokio::test]
+async fn a_node_provider_id_cannot_change_once_set() {
+    use k8s_openapi::api::core::v1::Node;
+    let (_h, client) = start().await;
+    let nodes: Api<Node> = Api::all(client);
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let set = |id: serde_json::Value| Patch::Merge(json!({"spec": {"providerID": id}}));
+    nodes
+        .patch("n1", &PatchParams::default(), &set(json!("docker:////n1")))
+        .await
+        .unwrap();
+    // Writing the same value again is fine.
+    nodes
+        .patch("n1", &PatchParams::default(), &set(json!("docker:////n1")))
+        .await
+        .unwrap();
+    for other in [json!("docker:////elsewhere"), json!(null), json!("")] {
+        let err = status(
+            nodes
+                .patch("n1", &PatchParams::default(), &set(other.clone()))
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"), "{other}");
+        assert_eq!(
+            err.message,
+            "Node \"n1\" is invalid: spec.providerID: Forbidden: node updates may not change providerID except from \"\" to valid"
+        );
+        let cause = &err.details.as_ref().unwrap().causes[0];
+        assert_eq!(
+            (cause.reason.as_str(), cause.field.as_str()),
+            ("FieldValueForbidden", "spec.providerID")
+        );
+    }
+    let applied = serde_json::json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1"}, "spec": {"providerID": "docker:////other"}});
+    let err = status(
+        nodes
+            .patch(
+                "n1",
+                &PatchParams::apply("other").force(),
+                &Patch::Apply(&applied),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422, "server-side apply is held to the same rule");
+    let kept = nodes.get("n1").await.unwrap();
+    assert_eq!(
+        kept.spec.unwrap().provider_id.as_deref(),
+        Some("docker:////n1")
+    );
+}

@@ -1,4 +1,6 @@
-//! The Cluster API and CAPD CRDs of release 1.12 install, establish and validate real objects.
+//! The Cluster API and CAPD CRDs of release 1.12, and the CRDs this repository ships, install
+//! (their schemas are structural, which the server checks like kube-apiserver), establish and
+//! validate real objects.
 
 use std::path::{Path, PathBuf};
 
@@ -17,21 +19,59 @@ fn crd_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
+/// The CRDs of the YAML files in `dir`, by file name.
+fn crds_in(dir: &Path) -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| serde_saphyr::from_str::<Value>(&std::fs::read_to_string(f).unwrap()).unwrap())
+        .collect()
+}
+
 fn load_crds(dir: &Path) -> Vec<Value> {
-    let mut out = Vec::new();
-    for sub in ["capi-release-1.12", "capd-release-1.12"] {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(sub))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-            .collect();
-        files.sort();
-        for f in files {
-            let text = std::fs::read_to_string(&f).unwrap();
-            out.push(serde_saphyr::from_str::<Value>(&text).unwrap());
+    ["capi-release-1.12", "capd-release-1.12"]
+        .iter()
+        .flat_map(|sub| crds_in(&dir.join(sub)))
+        .collect()
+}
+
+/// Our CRDs (config/crd/bases, with the unserved legacy versions) and the Gardener extension
+/// CRD the provider tests install.
+fn our_crds() -> Vec<Value> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut crds = crds_in(&root.join("config/crd/bases"));
+    let gardener = std::fs::read_to_string(root.join("e2e/gardener/infrastructures.crd.yaml"));
+    crds.push(serde_saphyr::from_str(&gardener.unwrap()).unwrap());
+    crds
+}
+
+#[tokio::test]
+async fn every_crd_we_ship_or_follow_is_accepted() {
+    let ours = our_crds();
+    assert!(ours.len() >= 7, "config/crd/bases has our six kinds");
+    let mut sets = vec![("ours", ours)];
+    match crd_dir() {
+        Some(dir) => sets.push(("Cluster API and CAPD 1.12", load_crds(&dir))),
+        None => println!("SKIP: shared/reference/crds not found next to the repository"),
+    }
+    for (what, crds) in sets {
+        // Ours and CAPD's define the same resources: one server per set.
+        let (_h, client) = start().await;
+        for crd in crds {
+            let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+            let installed = install_crd(&client, crd).await;
+            assert_eq!(
+                installed.metadata.name.as_deref(),
+                Some(name.as_str()),
+                "{what}"
+            );
         }
     }
-    out
 }
 
 fn api(

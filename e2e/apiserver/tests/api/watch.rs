@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -76,6 +76,128 @@ async fn watch_from_a_compacted_version_gets_410_expired() {
         }
         other => panic!("expected an ERROR event, got {other:?}"),
     }
+}
+
+/// The first event of a watch from `rv`.
+async fn first_event<K>(api: &Api<K>, rv: &str) -> WatchEvent<K>
+where
+    K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + 'static,
+{
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(2), rv)
+        .await
+        .unwrap()
+        .boxed();
+    stream.next().await.unwrap().unwrap()
+}
+
+/// Code, reason and message of an ERROR event.
+fn expired<K: std::fmt::Debug>(event: WatchEvent<K>) -> (u16, String, String) {
+    match event {
+        WatchEvent::Error(e) => (e.code, e.reason, e.message),
+        other => panic!("expected an ERROR event, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn watch_from_before_the_server_started_gets_410_expired() {
+    let (h, client) = start().await;
+    let started = h.resource_version().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let rv = namespaces
+        .get("default")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    assert!(
+        rv.parse::<u64>().unwrap() < started,
+        "seeded before the start"
+    );
+    assert_eq!(
+        expired(first_event(&namespaces, &rv).await),
+        (
+            410,
+            "Expired".to_string(),
+            format!("too old resource version: {rv} ({started})")
+        )
+    );
+    // Configmaps have no history at all: anything before the start is still too old.
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    assert_eq!(
+        expired(first_event(&cms, "1").await).2,
+        format!("too old resource version: 1 ({started})")
+    );
+    // From the start itself, a watch gets the changes after it.
+    let watch = tokio::spawn({
+        let cms = cms.clone();
+        async move { first_event(&cms, &started.to_string()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cms.create(&PostParams::default(), &cm("after-start"))
+        .await
+        .unwrap();
+    match watch.await.unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("after-start")),
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn kube_watcher_relists_after_410_expired() {
+    let (_h, client) = start_with(Options {
+        watch_history: 2,
+        ..Options::default()
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    // The watch sees no event and no bookmark, so it resumes from its list's resourceVersion,
+    // which the unlabelled writes below push out of the history.
+    let config = watcher::Config::default()
+        .labels("watched=yes")
+        .timeout(1)
+        .disable_bookmarks();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(watcher(cms.clone(), config).for_each(move |e| {
+        let _ = tx.send(e);
+        async {}
+    }));
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a watcher event in time")
+            .expect("the watcher runs")
+    };
+    assert!(matches!(next().await, Ok(watcher::Event::Init)));
+    assert!(matches!(next().await, Ok(watcher::Event::InitDone)));
+    for n in ["x1", "x2", "x3"] {
+        cms.create(&PostParams::default(), &cm(n)).await.unwrap();
+    }
+    match next().await {
+        Err(watcher::Error::WatchError(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+            assert!(
+                status.message.starts_with("too old resource version:"),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("expected the 410, got {other:?}"),
+    }
+    assert!(
+        matches!(next().await, Ok(watcher::Event::Init)),
+        "it relists"
+    );
+    assert!(matches!(next().await, Ok(watcher::Event::InitDone)));
+    let mut watched = cm("watched");
+    watched.metadata.labels = Some([("watched".to_string(), "yes".to_string())].into());
+    cms.create(&PostParams::default(), &watched).await.unwrap();
+    match next().await {
+        Ok(watcher::Event::Apply(o)) => assert_eq!(o.metadata.name.as_deref(), Some("watched")),
+        other => panic!("expected the new object, got {other:?}"),
+    }
+    task.abort();
 }
 
 #[tokio::test]
