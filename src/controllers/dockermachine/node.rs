@@ -82,8 +82,18 @@ pub fn node_change(
     Some(change)
 }
 
+/// The provider ID a Node carries when it is set and not ours. A Node's provider ID can only go
+/// from empty to a value (kube-apiserver refuses any other change), so such a Node is not ours to
+/// initialize.
+pub fn foreign_provider_id(node: &Node, ours: &str) -> Option<String> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .filter(|id| !id.is_empty() && id != ours)
+}
+
 /// What [`sync_node`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeSync {
     /// The Node has not registered yet.
     Missing,
@@ -91,9 +101,12 @@ pub enum NodeSync {
     Unchanged,
     /// The Node was patched.
     Patched,
+    /// The Node carries another provider ID (this one); it was left alone.
+    ForeignProviderId(String),
 }
 
-/// Reads the Node `name` in the workload cluster and applies [`node_change`].
+/// Reads the Node `name` in the workload cluster and applies [`node_change`], unless the Node
+/// carries another provider ID.
 ///
 /// # Errors
 /// [`Error::Kube`] when the workload API server refuses.
@@ -110,6 +123,9 @@ pub async fn sync_node(
     else {
         return Ok(NodeSync::Missing);
     };
+    if let Some(theirs) = foreign_provider_id(&node, provider_id) {
+        return Ok(NodeSync::ForeignProviderId(theirs));
+    }
     let Some(change) = node_change(&node, provider_id, machine_addresses) else {
         return Ok(NodeSync::Unchanged);
     };
@@ -223,6 +239,65 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn a_node_with_another_provider_id_is_foreign() {
+        let ours = "docker:////c1-m1";
+        let theirs = node(
+            "docker:////elsewhere",
+            vec![taint(UNINITIALIZED_TAINT)],
+            &[],
+        );
+        assert_eq!(
+            foreign_provider_id(&theirs, ours).as_deref(),
+            Some("docker:////elsewhere")
+        );
+        assert_eq!(foreign_provider_id(&node(ours, vec![], &[]), ours), None);
+        assert_eq!(foreign_provider_id(&node("", vec![], &[]), ours), None);
+    }
+
+    #[tokio::test]
+    async fn sync_node_leaves_a_foreign_node_alone_and_initializes_ours() {
+        use kube::api::PostParams;
+        let server = testapiserver::TestApiServer::start(Default::default())
+            .await
+            .unwrap();
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(server.kubeconfig_yaml()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        let client = Client::try_from(config).unwrap();
+        let nodes: Api<Node> = Api::all(client.clone());
+        for (name, id) in [("c1-m1", ""), ("c1-m2", "docker:////elsewhere")] {
+            let mut n = node(id, vec![taint(UNINITIALIZED_TAINT)], &[]);
+            n.metadata.name = Some(name.into());
+            nodes.create(&PostParams::default(), &n).await.unwrap();
+        }
+        let sync = |name: &'static str| {
+            let client = client.clone();
+            async move {
+                let ours = format!("docker:////{name}");
+                sync_node(client, name, &ours, &machine_addresses())
+                    .await
+                    .unwrap()
+            }
+        };
+
+        for _ in 0..2 {
+            assert_eq!(
+                sync("c1-m2").await,
+                NodeSync::ForeignProviderId("docker:////elsewhere".into())
+            );
+        }
+        let foreign = nodes.get("c1-m2").await.unwrap().spec.unwrap();
+        assert_eq!(foreign.provider_id.as_deref(), Some("docker:////elsewhere"));
+        assert_eq!(foreign.taints.unwrap().len(), 1, "the Node is left alone");
+
+        assert_eq!(sync("c1-m1").await, NodeSync::Patched);
+        assert_eq!(sync("c1-m1").await, NodeSync::Unchanged);
+        let ours = nodes.get("c1-m1").await.unwrap().spec.unwrap();
+        assert_eq!(ours.provider_id.as_deref(), Some("docker:////c1-m1"));
     }
 
     #[test]

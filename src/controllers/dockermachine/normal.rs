@@ -536,6 +536,24 @@ async fn reconcile_node(
             Ok(())
         }
         Ok(NodeSync::Unchanged) => Ok(()),
+        Ok(NodeSync::ForeignProviderId(theirs)) => {
+            tracing::warn!(
+                node = node_name,
+                provider_id,
+                node_provider_id = theirs,
+                "The workload cluster Node has another providerID; leaving it alone"
+            );
+            ctx.event(
+                work.original,
+                EventKind::Warning,
+                "NodeProviderIDMismatch",
+                format!(
+                    "Node {node_name} has providerID {theirs}, not {provider_id}: a Node's providerID cannot change, so the Node is left alone and its Machine cannot be matched to it"
+                ),
+            )
+            .await;
+            Ok(())
+        }
         Ok(NodeSync::Patched) => {
             tracing::info!(
                 node = node_name,
