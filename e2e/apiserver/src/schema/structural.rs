@@ -104,15 +104,6 @@ fn invalid(field: String, value: &Value, detail: &str) -> Cause {
 
 /// `ValidateCustomResourceDefinitionOpenAPISchema`: the parts of OpenAPI v3 CRDs may not use.
 fn openapi_subset(s: &Schema, path: &str, out: &mut Vec<Cause>) {
-    if s.contains_key("$ref") {
-        out.push(forbidden(child(path, "$ref"), "$ref is not supported"));
-    }
-    if matches!(s.get("items"), Some(Value::Array(_))) {
-        out.push(forbidden(
-            child(path, "items"),
-            "items must be a schema object and not an array",
-        ));
-    }
     let ty = type_of(s);
     if !ty.is_empty() && !TYPES.contains(&ty) {
         let supported: Vec<String> = TYPES.iter().map(|t| format!("{t:?}")).collect();
@@ -125,11 +116,13 @@ fn openapi_subset(s: &Schema, path: &str, out: &mut Vec<Cause>) {
             ),
         ));
     }
-    if s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
-        out.push(invalid(
-            child(path, "x-kubernetes-preserve-unknown-fields"),
-            &Value::Bool(false),
-            "must be true or undefined",
+    if s.contains_key("$ref") {
+        out.push(forbidden(child(path, "$ref"), "$ref is not supported"));
+    }
+    if matches!(s.get("items"), Some(Value::Array(_))) {
+        out.push(forbidden(
+            child(path, "items"),
+            "items must be a schema object and not an array",
         ));
     }
     if let Some(additional) = s.get("additionalProperties") {
@@ -165,6 +158,13 @@ fn openapi_subset(s: &Schema, path: &str, out: &mut Vec<Cause>) {
             }
         }
         _ => {}
+    }
+    if s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
+        out.push(invalid(
+            child(path, "x-kubernetes-preserve-unknown-fields"),
+            &Value::Bool(false),
+            "must be true or undefined",
+        ));
     }
 }
 
