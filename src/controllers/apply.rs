@@ -61,6 +61,23 @@ where
         )))
 }
 
+/// [`apply_status`], except that an object deleted meanwhile is not an error: returns whether the
+/// status was written.
+///
+/// # Errors
+/// [`Error::Kube`] when the API server refuses for another reason.
+pub async fn apply_status_unless_gone<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<bool>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize,
+{
+    match apply_status(api, name, status).await {
+        Ok(_) => Ok(true),
+        Err(Error::Kube { source, .. }) if super::error::is_not_found(&source) => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
 /// Applies the owned parts of the main resource: `body` is a complete apply body built with
 /// [`body`] or by hand (with `apiVersion` and `kind`).
 ///

@@ -15,9 +15,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::instrument;
 
-use super::apply::apply_status;
+use super::apply::apply_status_unless_gone;
 use super::context::Context;
-use super::error::{Error, Result, is_not_found};
+use super::error::{Error, Result};
 use super::meta::key;
 use crate::api::v1beta2::{DockerMachinePoolTemplate, DockerMachineTemplate};
 use crate::docker::HostInfo;
@@ -129,22 +129,18 @@ async fn reconcile_one<K: CapacityTemplate>(template: &K, ctx: &Context) -> Resu
     let wanted = capacity(&host);
     if template.capacity() != Some(&wanted) {
         let namespace = template.namespace().unwrap_or_default();
-        match apply_status(
+        if apply_status_unless_gone(
             &ctx.api::<K>(&namespace),
             &template.name_any(),
             &CapacityStatus { capacity: &wanted },
         )
-        .await
+        .await?
         {
-            Err(Error::Kube { source, .. }) if is_not_found(&source) => {}
-            other => {
-                other?;
-                tracing::info!(
-                    cpu = host.ncpu,
-                    memory = host.mem_total_bytes,
-                    "Published the machine capacity"
-                );
-            }
+            tracing::info!(
+                cpu = host.ncpu,
+                memory = host.mem_total_bytes,
+                "Published the machine capacity"
+            );
         }
     }
     Ok(Action::requeue(ctx.manager.config.sync_period))

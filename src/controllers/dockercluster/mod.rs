@@ -16,9 +16,9 @@ use serde_json::json;
 use tracing::instrument;
 
 use self::decide::{Gate, LoadBalancerOutcome};
-use super::apply::{apply_object, apply_status, body};
+use super::apply::{apply_object, apply_status_unless_gone, body};
 use super::context::{Context, EventKind};
-use super::error::{Error, Result, finalizer_gone, is_not_found};
+use super::error::{Error, Result, finalizer_gone};
 use super::meta::{key, owner_cluster};
 use crate::api::DOCKER_CLUSTER_FINALIZER;
 use crate::api::capi::Cluster;
@@ -199,14 +199,11 @@ async fn write_status(
         return Ok(());
     }
     let namespace = docker_cluster.namespace().unwrap_or_default();
-    match apply_status(
+    apply_status_unless_gone(
         &ctx.api::<DockerCluster>(&namespace),
         &docker_cluster.name_any(),
         status,
     )
-    .await
-    {
-        Err(Error::Kube { source, .. }) if is_not_found(&source) => Ok(()),
-        other => other.map(|_| ()),
-    }
+    .await?;
+    Ok(())
 }

@@ -30,9 +30,9 @@ use serde_json::{Map, Value, json};
 use tracing::instrument;
 
 use self::decide::{Gate, Owners};
-use super::apply::{apply_object, apply_status};
+use super::apply::{apply_object, apply_status_unless_gone};
 use super::context::{Context, EventKind};
-use super::error::{Error, Result, finalizer_gone, is_not_found};
+use super::error::{Error, Result, finalizer_gone};
 use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, key, owner_machine, refers_to};
 use crate::api::conditions::{
@@ -173,15 +173,14 @@ pub(crate) async fn write_status(
         return Ok(());
     }
     let namespace = docker_machine.namespace().unwrap_or_default();
-    match apply_status(
+    if !apply_status_unless_gone(
         &ctx.api::<DockerMachine>(&namespace),
         &docker_machine.name_any(),
         status,
     )
-    .await
+    .await?
     {
-        Err(Error::Kube { source, .. }) if is_not_found(&source) => return Ok(()),
-        other => other.map(|_| ())?,
+        return Ok(());
     }
     let before = docker_machine
         .status

@@ -6,10 +6,10 @@ use std::collections::BTreeSet;
 
 use kube::ResourceExt;
 
-use super::{Fetched, delete_machine, pool_docker_machines};
+use super::{Fetched, delete_if_present, delete_machine, pool_docker_machines};
 use crate::api::v1beta2::{DockerMachine, DockerMachinePool};
 use crate::controllers::context::{Context, EventKind};
-use crate::controllers::error::{Error, Result, is_not_found};
+use crate::controllers::error::{Error, Result};
 use crate::controllers::meta::{cluster_label, is_deleting, owner_machine};
 use crate::docker::node::{MACHINE_POOL_LABEL, cluster_selector, delete_node};
 
@@ -37,7 +37,8 @@ pub async fn reconcile(ctx: &Context, pool: &DockerMachinePool, fetched: &Fetche
                 None => false,
             };
             if !through_machine {
-                delete_docker_machine(ctx, &namespace, docker_machine).await?;
+                delete_if_present::<DockerMachine>(ctx, &namespace, &docker_machine.name_any())
+                    .await?;
             }
         }
         return Err(Error::NotFinished {
@@ -76,24 +77,4 @@ pub async fn reconcile(ctx: &Context, pool: &DockerMachinePool, fetched: &Fetche
         }
     }
     Ok(())
-}
-
-async fn delete_docker_machine(
-    ctx: &Context,
-    namespace: &str,
-    docker_machine: &DockerMachine,
-) -> Result<()> {
-    let name = docker_machine.name_any();
-    match ctx
-        .api::<DockerMachine>(namespace)
-        .delete(&name, &Default::default())
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(source) => Err(Error::Kube {
-            action: format!("delete DockerMachine {namespace}/{name}"),
-            source,
-        }),
-    }
 }

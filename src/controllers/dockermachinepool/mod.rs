@@ -20,7 +20,7 @@ use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::{Api, ResourceExt};
 use tracing::instrument;
 
-use super::apply::apply_status;
+use super::apply::apply_status_unless_gone;
 use super::context::Context;
 use super::error::{Error, Result, finalizer_gone, is_not_found};
 use super::meta::{cluster_label, key, owner};
@@ -138,16 +138,13 @@ async fn write_status(
         return Ok(());
     }
     let namespace = pool.namespace().unwrap_or_default();
-    match apply_status(
+    apply_status_unless_gone(
         &ctx.api::<DockerMachinePool>(&namespace),
         &pool.name_any(),
         status,
     )
-    .await
-    {
-        Err(Error::Kube { source, .. }) if is_not_found(&source) => Ok(()),
-        other => other.map(|_| ()),
-    }
+    .await?;
+    Ok(())
 }
 
 /// The DockerMachines of a pool, read from the API server (never from a cache: a stale list
@@ -199,15 +196,26 @@ async fn cluster_machines(ctx: &Context, namespace: &str, cluster: &str) -> Resu
 
 /// Deletes a Machine; returns whether it existed.
 async fn delete_machine(ctx: &Context, namespace: &str, name: &str) -> Result<bool> {
+    delete_if_present::<DeserializeGuard<Machine>>(ctx, namespace, name).await
+}
+
+/// Deletes the `K` `name` of `namespace`; returns whether it existed.
+async fn delete_if_present<K>(ctx: &Context, namespace: &str, name: &str) -> Result<bool>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
     match ctx
-        .api::<DeserializeGuard<Machine>>(namespace)
+        .api::<K>(namespace)
         .delete(name, &Default::default())
         .await
     {
         Ok(_) => Ok(true),
         Err(e) if is_not_found(&e) => Ok(false),
         Err(source) => Err(Error::Kube {
-            action: format!("delete Machine {namespace}/{name}"),
+            action: format!("delete {} {namespace}/{name}", K::kind(&())),
             source,
         }),
     }
