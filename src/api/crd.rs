@@ -321,6 +321,74 @@ pub fn docker_machine_pool_template() -> Result<CustomResourceDefinition, CrdErr
     ])
 }
 
+const DEV_CLUSTER_DOC: &str = "DevCluster is the infrastructure of one Cluster API workload cluster, made by the \
+     backend its spec names: with the docker backend, the network its nodes join and the haproxy \
+     load balancer in front of its control plane, as a DockerCluster.";
+const DEV_CLUSTER_TEMPLATE_DOC: &str =
+    "DevClusterTemplate describes DevClusters to create, for ClusterClass-based clusters.";
+const DEV_MACHINE_DOC: &str = "DevMachine is the infrastructure of one Cluster API Machine, made by the backend its \
+     spec names: with the docker backend, a container running a Kubernetes node image, as a \
+     DockerMachine.";
+const DEV_MACHINE_TEMPLATE_DOC: &str = "DevMachineTemplate describes DevMachines to create, for control planes and machine deployments.";
+
+/// The DevCluster CRD.
+pub fn dev_cluster() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DevCluster,
+            v1beta2::DevClusterSpec,
+            v1beta2::DevClusterStatus,
+        >(DEV_CLUSTER_DOC),
+        VersionSpec::with_status::<
+            v1beta1::DevCluster,
+            v1beta1::DevClusterSpec,
+            v1beta1::DevClusterStatus,
+        >(DEV_CLUSTER_DOC),
+    ])
+}
+
+/// The DevClusterTemplate CRD.
+pub fn dev_cluster_template() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::spec_only::<v1beta2::DevClusterTemplate, v1beta2::DevClusterTemplateSpec>(
+            DEV_CLUSTER_TEMPLATE_DOC,
+        ),
+        VersionSpec::spec_only::<v1beta1::DevClusterTemplate, v1beta1::DevClusterTemplateSpec>(
+            DEV_CLUSTER_TEMPLATE_DOC,
+        ),
+    ])
+}
+
+/// The DevMachine CRD.
+pub fn dev_machine() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DevMachine,
+            v1beta2::DevMachineSpec,
+            v1beta2::DevMachineStatus,
+        >(DEV_MACHINE_DOC),
+        VersionSpec::with_status::<
+            v1beta1::DevMachine,
+            v1beta1::DevMachineSpec,
+            v1beta1::DevMachineStatus,
+        >(DEV_MACHINE_DOC),
+    ])
+}
+
+/// The DevMachineTemplate CRD.
+pub fn dev_machine_template() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DevMachineTemplate,
+            v1beta2::DevMachineTemplateSpec,
+            v1beta2::DevMachineTemplateStatus,
+        >(DEV_MACHINE_TEMPLATE_DOC),
+        VersionSpec::spec_only::<v1beta1::DevMachineTemplate, v1beta1::DevMachineTemplateSpec>(
+            DEV_MACHINE_TEMPLATE_DOC,
+        ),
+    ])
+}
+
 /// Every CRD this provider installs, in a stable order.
 pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     Ok(vec![
@@ -330,6 +398,10 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         docker_machine_template()?,
         docker_machine_pool()?,
         docker_machine_pool_template()?,
+        dev_cluster()?,
+        dev_cluster_template()?,
+        dev_machine()?,
+        dev_machine_template()?,
     ])
 }
 

@@ -1,11 +1,15 @@
 //! The v1beta2 API: hub and storage version of every kind.
 
 mod common;
+mod devcluster;
+mod devmachine;
 mod dockercluster;
 mod dockermachine;
 mod dockermachinepool;
 
 pub use common::*;
+pub use devcluster::*;
+pub use devmachine::*;
 pub use dockercluster::*;
 pub use dockermachine::*;
 pub use dockermachinepool::*;
