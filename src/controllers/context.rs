@@ -10,15 +10,18 @@ use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
 use super::backoff::ErrorBackoff;
 use super::error::{Error, Result, is_not_found};
+use super::kinds::{ClusterView, Recorded, ServedKind};
+use super::meta::refers_to;
 use super::tasks::TaskRegistry;
 use super::workload::WorkloadClients;
+use crate::api::capi::ContractVersionedObjectReference;
 use crate::api::capi::{Cluster, Machine, MachinePool};
-use crate::api::v1beta2::DockerCluster;
+use crate::api::v1beta2::{DevCluster, DockerCluster};
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
 use crate::manager;
@@ -32,6 +35,8 @@ pub struct Stores {
     pub machines: Store<DeserializeGuard<Machine>>,
     /// DockerClusters.
     pub docker_clusters: Store<DockerCluster>,
+    /// DevClusters (empty when the Dev* kinds are not served).
+    pub dev_clusters: Store<DevCluster>,
     /// Cluster API MachinePools (decoded tolerantly; empty when machine pools are off).
     pub machine_pools: Store<DeserializeGuard<MachinePool>>,
 }
@@ -171,23 +176,57 @@ impl Context {
             .await
     }
 
-    /// The DockerCluster `namespace/name`, from the cache or the API server.
+    /// The infrastructure cluster a Cluster's `spec.infrastructureRef` points to, from the cache or
+    /// the API server, as a DockerCluster: a DockerCluster, or a DevCluster with the docker
+    /// backend. `Ok(None)` when it does not exist, is of another kind, or has another backend.
     ///
     /// # Errors
     /// [`Error::Kube`] when the read fails.
-    pub async fn docker_cluster(
+    pub async fn infra_cluster(
         &self,
         namespace: &str,
+        reference: &ContractVersionedObjectReference,
+    ) -> Result<Option<ClusterView>> {
+        if refers_to(reference, "DockerCluster") {
+            let found = self
+                .cached_or_read(&self.stores.docker_clusters, namespace, &reference.name)
+                .await?;
+            return Ok(found.and_then(|c| c.view().ok()));
+        }
+        if refers_to(reference, "DevCluster") {
+            let found = self
+                .cached_or_read(&self.stores.dev_clusters, namespace, &reference.name)
+                .await?;
+            return Ok(found.and_then(|c| c.view().ok()));
+        }
+        Ok(None)
+    }
+
+    /// One of our objects from its cache, or from the API server when the cache does not hold
+    /// it (yet).
+    async fn cached_or_read<K>(
+        &self,
+        store: &Store<K>,
+        namespace: &str,
         name: &str,
-    ) -> Result<Option<DockerCluster>> {
-        let key = ObjectRef::<DockerCluster>::new(name).within(namespace);
-        if let Some(cached) = self.stores.docker_clusters.get(&key) {
+    ) -> Result<Option<K>>
+    where
+        K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Debug,
+    {
+        let key = ObjectRef::<K>::new(name).within(namespace);
+        if let Some(cached) = store.get(&key) {
             return Ok(Some((*cached).clone()));
         }
-        self.api::<DockerCluster>(namespace)
+        self.api::<K>(namespace)
             .get_opt(name)
             .await
-            .map_err(Error::kube(format!("get DockerCluster {namespace}/{name}")))
+            .map_err(Error::kube(format!(
+                "get {} {namespace}/{name}",
+                K::kind(&())
+            )))
     }
 
     /// Runs one reconcile of `object` under the reconcile timeout and records its outcome: the
@@ -240,15 +279,18 @@ impl Context {
 
     /// Publishes a Kubernetes Event on `object`. A failure to publish is logged, never returned:
     /// Events are a courtesy to users, not part of the reconcile.
-    pub async fn event<K>(&self, object: &K, kind: EventKind, reason: &str, note: impl Into<String>)
-    where
-        K: Resource<DynamicType = ()>,
-    {
-        let reference: ObjectReference = object.object_ref(&());
+    pub async fn event(
+        &self,
+        object: &impl Recorded,
+        kind: EventKind,
+        reason: &str,
+        note: impl Into<String>,
+    ) {
+        let reference: ObjectReference = object.reference();
         let event = event_for(kind, reason, &note.into());
         if let Err(error) = self.manager.recorder.publish(&event, &reference).await {
             tracing::debug!(
-                object = %object.name_any(),
+                object = reference.name.as_deref().unwrap_or_default(),
                 reason,
                 error = %crate::manager::error_chain(&error),
                 "Publishing an Event failed"

@@ -12,6 +12,7 @@ pub mod dockercluster;
 pub mod dockermachine;
 pub mod dockermachinepool;
 pub mod error;
+pub mod kinds;
 pub mod loadbalancer;
 pub mod meta;
 pub mod queue;
@@ -20,6 +21,7 @@ pub mod runner;
 pub mod start;
 pub mod tasks;
 pub mod template;
+pub mod unsupported;
 pub mod watches;
 pub mod workload;
 

@@ -18,20 +18,21 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::ErrorBackoff;
 use super::context::{Context, Stores};
+use super::kinds::{MachineRef, Served, ServedKind};
 use super::queue::QueueDepth;
 use super::tasks::TaskRegistry;
 use super::template::{self, CapacityTemplate};
 use super::watches::{
     ChangeFilter, cluster_fingerprint_for_docker_cluster, cluster_fingerprint_for_docker_machines,
-    cluster_to_docker_cluster, docker_cluster_cluster, docker_cluster_fingerprint,
-    docker_machines_of_cluster, log_invalid, machine_fingerprint, machine_to_docker_machine,
+    cluster_to_infra_cluster, docker_cluster_cluster, docker_cluster_fingerprint,
+    infra_machines_of_cluster, log_invalid, machine_fingerprint, machine_to_infra_machine,
 };
 use super::workload::WorkloadClients;
 use super::{dockercluster, dockermachine, dockermachinepool};
 use crate::api::capi::{Cluster, Machine, MachinePool};
 use crate::api::v1beta2::{
-    DockerCluster, DockerMachine, DockerMachinePool, DockerMachinePoolTemplate,
-    DockerMachineTemplate,
+    DevCluster, DevMachine, DevMachineTemplate, DockerCluster, DockerMachine, DockerMachinePool,
+    DockerMachinePoolTemplate, DockerMachineTemplate,
 };
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
@@ -73,6 +74,7 @@ struct SharedWatch<K: Resource<DynamicType = ()> + Clone + 'static> {
     kind: &'static str,
     reader: Store<K>,
     writer: reflector::store::Writer<K>,
+    synced: watch::Sender<bool>,
 }
 
 impl<K> SharedWatch<K>
@@ -93,6 +95,7 @@ where
             kind,
             reader,
             writer,
+            synced: watch::channel(false).0,
         }
     }
 
@@ -100,18 +103,21 @@ where
         self.writer.subscribe()
     }
 
-    /// The future that runs the watch (must be polled) and a receiver that turns `true` once
-    /// the first list is in the store.
-    fn into_driver(self) -> (BoxFuture<'static, ()>, watch::Receiver<bool>) {
-        let (synced_tx, synced_rx) = watch::channel(false);
-        let kind = self.kind;
-        let driver = watcher(self.api, self.config)
+    /// A receiver that turns `true` once the first list is in the store.
+    fn synced(&self) -> watch::Receiver<bool> {
+        self.synced.subscribe()
+    }
+
+    /// The future that runs the watch (must be polled).
+    fn into_driver(self) -> BoxFuture<'static, ()> {
+        let (synced, kind) = (self.synced, self.kind);
+        watcher(self.api, self.config)
             .default_backoff()
             .reflect_shared(self.writer)
             .for_each(move |event| {
                 match event {
                     Ok(watcher::Event::InitDone) => {
-                        synced_tx.send_replace(true);
+                        synced.send_replace(true);
                     }
                     Ok(_) => {}
                     Err(error) => {
@@ -120,8 +126,7 @@ where
                 }
                 std::future::ready(())
             })
-            .boxed();
-        (driver, synced_rx)
+            .boxed()
     }
 }
 
@@ -192,21 +197,6 @@ pub fn start(
     let selector = config.label_selector();
     let watch_config = || watch_config(selector.as_deref());
 
-    for (name, concurrency) in [
-        (dockercluster::CONTROLLER, config.concurrency.docker_cluster),
-        (dockermachine::CONTROLLER, config.concurrency.docker_machine),
-    ] {
-        manager.metrics.register_controller(name, concurrency);
-        manager.readiness.require(name);
-    }
-    if config.machine_pools {
-        manager.metrics.register_controller(
-            dockermachinepool::CONTROLLER,
-            config.concurrency.docker_machine_pool,
-        );
-        manager.readiness.require(dockermachinepool::CONTROLLER);
-    }
-
     let clusters = SharedWatch::new(
         api::<DeserializeGuard<Cluster>>(&client, namespace),
         watch_config(),
@@ -227,7 +217,22 @@ pub fn start(
         watch_config(),
         "DockerMachine",
     );
-    // Machine pools: watched only when their controller runs (their CRDs may not exist otherwise).
+    // The Dev* kinds: watched only when their controllers run (their CRDs may not exist otherwise).
+    let dev_watches = config.dev_kinds.then(|| {
+        (
+            SharedWatch::new(
+                api::<DevCluster>(&client, namespace),
+                watch_config(),
+                "DevCluster",
+            ),
+            SharedWatch::new(
+                api::<DevMachine>(&client, namespace),
+                watch_config(),
+                "DevMachine",
+            ),
+        )
+    });
+    // Machine pools: likewise, only when their controller runs.
     let pool_watches = config.machine_pools.then(|| {
         (
             SharedWatch::new(
@@ -242,50 +247,18 @@ pub fn start(
             ),
         )
     });
-    let pool_subscriptions = pool_watches.as_ref().map(|(machine_pools, pools)| {
-        (
-            machine_pools.subscribe(),
-            pools.subscribe(),
-            clusters.subscribe(),
-            docker_machines.subscribe(),
-        )
-    });
-    let subscriptions = (
-        clusters.subscribe(),
-        clusters.subscribe(),
-        machines.subscribe(),
-        docker_clusters.subscribe(),
-        docker_clusters.subscribe(),
-        docker_machines.subscribe(),
-    );
-    let (
-        Some(clusters_for_dc),
-        Some(clusters_for_dm),
-        Some(machines_for_dm),
-        Some(dcs_for_dc),
-        Some(dcs_for_dm),
-        Some(dms),
-    ) = subscriptions
-    else {
-        // Shared stores always hand out subscribers; this cannot happen.
-        tracing::error!("A shared watch refused a subscriber; no controller can run");
-        return Vec::new();
-    };
-    let (cluster_store, machine_store, dc_store, dm_store) = (
-        clusters.reader.clone(),
-        machines.reader.clone(),
-        docker_clusters.reader.clone(),
-        docker_machines.reader.clone(),
-    );
 
-    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DockerMachine>>();
+    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<MachineRef>();
     let ctx = Arc::new(Context {
         manager: manager.clone(),
         runtime,
         stores: Stores {
-            clusters: cluster_store,
-            machines: machine_store.clone(),
-            docker_clusters: dc_store.clone(),
+            clusters: clusters.reader.clone(),
+            machines: machines.reader.clone(),
+            docker_clusters: docker_clusters.reader.clone(),
+            dev_clusters: dev_watches
+                .as_ref()
+                .map_or_else(|| reflector::store().0, |(dc, _)| dc.reader.clone()),
             machine_pools: pool_watches
                 .as_ref()
                 .map_or_else(|| reflector::store().0, |(mp, _)| mp.reader.clone()),
@@ -296,104 +269,57 @@ pub fn start(
         proxy: ProxyEnv::from_env(),
         load_balancer_locks: Default::default(),
     });
+    let (docker_triggers, dev_triggers, forward_triggers) = split_triggers(trigger_rx);
 
-    // `workqueue_depth` of each controller, counted at the triggers it is fed.
-    let metrics = &manager.metrics;
-    let dc_queue = QueueDepth::new(dockercluster::CONTROLLER, metrics.clone(), dc_store.clone());
-    let dm_queue = QueueDepth::new(dockermachine::CONTROLLER, metrics.clone(), dm_store.clone());
-
-    // DockerCluster: its own objects, and Clusters through spec.infrastructureRef.
-    let filter = ChangeFilter::default();
-    let (queue_a, queue_b) = (dc_queue.clone(), dc_queue.clone());
-    let dcs_for_dc = dcs_for_dc.map(move |object| {
-        queue_a.requested(ObjectRef::from_obj(object.as_ref()));
-        object
-    });
-    let dc_controller = Controller::for_shared_stream(dcs_for_dc, dc_store)
-        .with_config(ControllerConfig::default().concurrency(config.concurrency.docker_cluster))
-        .watches_shared_stream(
-            clusters_for_dc,
-            move |guarded: Arc<DeserializeGuard<Cluster>>| {
-                log_invalid(&guarded, "Cluster");
-                let cluster = guarded.0.as_ref().ok()?;
-                let uid = cluster.metadata.uid.clone().unwrap_or_default();
-                filter
-                    .changed(&uid, &cluster_fingerprint_for_docker_cluster(cluster))
-                    .then(|| cluster_to_docker_cluster(cluster))
-                    .flatten()
-                    .map(|object| queue_b.requested(object))
+    // One cluster and one machine controller per generation of the API, the same reconcilers.
+    let concurrency = &config.concurrency;
+    let mut tasks: Vec<ControllerTask> = Vec::new();
+    tasks.extend(cluster_controller(
+        &ctx,
+        &docker_clusters,
+        &clusters,
+        concurrency.docker_cluster,
+        &stop,
+    ));
+    tasks.extend(machine_controller(
+        &ctx,
+        MachineWatches {
+            own: &docker_machines,
+            machines: &machines,
+            clusters: &clusters,
+            infra_clusters: &docker_clusters,
+        },
+        docker_triggers,
+        concurrency.docker_machine,
+        &stop,
+    ));
+    if let Some((dev_clusters, dev_machines)) = &dev_watches {
+        tasks.extend(cluster_controller(
+            &ctx,
+            dev_clusters,
+            &clusters,
+            concurrency.docker_cluster,
+            &stop,
+        ));
+        tasks.extend(machine_controller(
+            &ctx,
+            MachineWatches {
+                own: dev_machines,
+                machines: &machines,
+                clusters: &clusters,
+                infra_clusters: dev_clusters,
             },
-        )
-        .graceful_shutdown_on(stop.clone().cancelled_owned());
+            dev_triggers,
+            concurrency.docker_machine,
+            &stop,
+        ));
+    }
 
-    // DockerMachine: its own objects, Machines through spec.infrastructureRef, the Cluster and
-    // DockerCluster of their cluster, and the progress of background tasks.
-    let machine_filter = ChangeFilter::default();
-    let dc_filter = ChangeFilter::default();
-    let (machines_a, machines_b) = (machine_store.clone(), machine_store);
-    let (dm_store_a, dm_store_b) = (dm_store.clone(), dm_store.clone());
-    let (queue_own, queue_machines, queue_clusters, queue_dcs, queue_tasks) = (
-        dm_queue.clone(),
-        dm_queue.clone(),
-        dm_queue.clone(),
-        dm_queue.clone(),
-        dm_queue.clone(),
-    );
-    let triggers = futures::stream::unfold(trigger_rx, |mut rx| async move {
-        rx.recv().await.map(|object| (object, rx))
-    })
-    .map(move |object| queue_tasks.requested(object));
-    let dms = dms.map(move |object| {
-        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
-        object
-    });
-    let dm_controller = Controller::for_shared_stream(dms, dm_store)
-        .with_config(ControllerConfig::default().concurrency(config.concurrency.docker_machine))
-        .watches_shared_stream(
-            machines_for_dm,
-            move |guarded: Arc<DeserializeGuard<Machine>>| {
-                log_invalid(&guarded, "Machine");
-                let machine = guarded.0.as_ref().ok()?;
-                let uid = machine.metadata.uid.clone().unwrap_or_default();
-                machine_filter
-                    .changed(&uid, &machine_fingerprint(machine))
-                    .then(|| machine_to_docker_machine(machine))
-                    .flatten()
-                    .map(|object| queue_machines.requested(object))
-            },
-        )
-        .watches_shared_stream(
-            clusters_for_dm,
-            cluster_to_machines(queue_clusters, move |namespace, name| {
-                docker_machines_of_cluster(namespace, name, &machines_a, &dm_store_a)
-            }),
-        )
-        .watches_shared_stream(dcs_for_dm, move |docker_cluster: Arc<DockerCluster>| {
-            let uid = docker_cluster.metadata.uid.clone().unwrap_or_default();
-            if !dc_filter.changed(&uid, &docker_cluster_fingerprint(&docker_cluster)) {
-                return Vec::new();
-            }
-            let Some(cluster) = docker_cluster_cluster(&docker_cluster) else {
-                return Vec::new();
-            };
-            let namespace = docker_cluster
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_default();
-            docker_machines_of_cluster(&namespace, cluster, &machines_b, &dm_store_b)
-                .into_iter()
-                .map(|object| queue_dcs.requested(object))
-                .collect()
-        })
-        .reconcile_on(triggers)
-        .graceful_shutdown_on(stop.clone().cancelled_owned());
-
-    // The templates' capacity: DockerMachineTemplates, and DockerMachinePoolTemplates when
-    // machine pools are on (both under `--dockermachinetemplate-concurrency`).
-    let template_concurrency = config.concurrency.docker_machine_template;
-    let mut template_tasks = Vec::new();
-    template_tasks.extend(template_task(
+    // The templates' capacity: DockerMachineTemplates, DevMachineTemplates when the Dev* kinds are
+    // served, and DockerMachinePoolTemplates when machine pools are on (all under
+    // `--dockermachinetemplate-concurrency`).
+    let template_concurrency = concurrency.docker_machine_template;
+    tasks.extend(template_task(
         &manager,
         api::<DockerMachineTemplate>(&client, namespace),
         watch_config(),
@@ -401,8 +327,18 @@ pub fn start(
         ctx.clone(),
         &stop,
     ));
+    if config.dev_kinds {
+        tasks.extend(template_task(
+            &manager,
+            api::<DevMachineTemplate>(&client, namespace),
+            watch_config(),
+            template_concurrency,
+            ctx.clone(),
+            &stop,
+        ));
+    }
     if config.machine_pools {
-        template_tasks.extend(template_task(
+        tasks.extend(template_task(
             &manager,
             api::<DockerMachinePoolTemplate>(&client, namespace),
             watch_config(),
@@ -412,124 +348,316 @@ pub fn start(
         ));
     }
 
-    let (run_clusters, clusters_synced) = clusters.into_driver();
-    let (run_machines, machines_synced) = machines.into_driver();
-    let (run_dcs, dcs_synced) = docker_clusters.into_driver();
-    let (run_dms, dms_synced) = docker_machines.into_driver();
-    let readiness = manager.readiness.clone();
-    let pools = match (pool_watches, pool_subscriptions) {
-        (
-            Some(watches),
-            Some((
-                Some(machine_pool_events),
-                Some(pool_events),
-                Some(cluster_events),
-                Some(dm_events),
-            )),
-        ) => Some(pool_controller(
-            ctx.clone(),
-            watches,
-            PoolEvents {
-                machine_pools: machine_pool_events,
-                pools: pool_events,
-                clusters: cluster_events,
-                docker_machines: dm_events,
-            },
-            vec![clusters_synced.clone(), dms_synced.clone()],
-            &stop,
-        )),
-        (Some(_), _) => {
-            tracing::error!(
+    if let Some(watches) = pool_watches {
+        manager.metrics.register_controller(
+            dockermachinepool::CONTROLLER,
+            concurrency.docker_machine_pool,
+        );
+        manager.readiness.require(dockermachinepool::CONTROLLER);
+        let subscriptions = (
+            watches.0.subscribe(),
+            watches.1.subscribe(),
+            clusters.subscribe(),
+            docker_machines.subscribe(),
+        );
+        match subscriptions {
+            (
+                Some(machine_pools),
+                Some(pools),
+                Some(clusters_events),
+                Some(docker_machine_events),
+            ) => {
+                let synced = vec![clusters.synced(), docker_machines.synced()];
+                tasks.push(pool_controller(
+                    ctx.clone(),
+                    watches,
+                    PoolEvents {
+                        machine_pools,
+                        pools,
+                        clusters: clusters_events,
+                        docker_machines: docker_machine_events,
+                    },
+                    synced,
+                    &stop,
+                ));
+            }
+            _ => tracing::error!(
                 "A shared watch refused a subscriber; the DockerMachinePool controller does not run"
-            );
-            None
+            ),
         }
-        (None, _) => None,
-    };
-    let (pool_task, run_pool_watches, pool_ready) = match pools {
-        Some(pools) => (Some(pools.task), pools.watches, pools.ready),
-        None => (
-            None,
-            futures::future::ready(()).boxed(),
-            futures::future::ready(()).boxed(),
-        ),
-    };
-    let ready = futures::future::join3(
-        pool_ready,
-        ready_when_synced(
-            readiness.clone(),
-            dockercluster::CONTROLLER,
-            vec![dcs_synced.clone(), clusters_synced.clone()],
-        ),
-        ready_when_synced(
-            readiness,
-            dockermachine::CONTROLLER,
-            vec![dms_synced, machines_synced, clusters_synced, dcs_synced],
-        ),
-    );
+    }
+
+    let mut drivers = vec![
+        clusters.into_driver(),
+        machines.into_driver(),
+        docker_clusters.into_driver(),
+        docker_machines.into_driver(),
+        forward_triggers,
+    ];
+    if let Some((dev_clusters, dev_machines)) = dev_watches {
+        drivers.extend([dev_clusters.into_driver(), dev_machines.into_driver()]);
+    }
     let watches_stop = stop.clone();
     let watches = async move {
-        let all = futures::future::join(
-            futures::future::join4(run_clusters, run_machines, run_dcs, run_dms),
-            run_pool_watches,
-        );
         tokio::select! {
-            _ = all => tracing::warn!("The watches ended"),
+            _ = futures::future::join_all(drivers) => tracing::warn!("The watches ended"),
             () = watches_stop.cancelled() => {}
         }
     };
-    let readiness_stop = stop.clone();
-    let readiness_task = async move {
-        tokio::select! {
-            _ = ready => {}
-            () = readiness_stop.cancelled() => {}
-        }
-        readiness_stop.cancelled().await;
-    };
-
-    let (ctx_dc, ctx_dm) = (ctx.clone(), ctx.clone());
-    let mut tasks = vec![
+    tasks.insert(
+        0,
         ControllerTask {
             name: "watches",
             future: watches.boxed(),
         },
-        ControllerTask {
-            name: "readiness",
-            future: readiness_task.boxed(),
-        },
-        ControllerTask {
-            name: dockercluster::CONTROLLER,
-            future: drain(dc_controller.run(
-                move |object, ctx| {
-                    dc_queue.started(&object);
-                    dockercluster::reconcile(object, ctx)
-                },
-                dockercluster::error_policy,
-                ctx_dc,
-            ))
-            .boxed(),
-        },
-        ControllerTask {
-            name: dockermachine::CONTROLLER,
-            future: async move {
-                drain(dm_controller.run(
-                    move |object, ctx| {
-                        dm_queue.started(&object);
-                        dockermachine::reconcile(object, ctx)
-                    },
-                    dockermachine::error_policy,
-                    ctx_dm,
-                ))
-                .await;
-                // Bootstrap keeps running inside the nodes; the next leader observes it.
-                ctx.tasks.abort_all();
-            }
-            .boxed(),
-        },
-    ];
-    tasks.extend(template_tasks);
-    tasks.extend(pool_task);
+    );
     tasks
+}
+
+/// Splits the task registry's triggers by kind, for the DockerMachine and the DevMachine
+/// controllers; the third part forwards them (must be polled).
+fn split_triggers(
+    mut triggers: mpsc::UnboundedReceiver<MachineRef>,
+) -> (
+    impl Stream<Item = ObjectRef<DockerMachine>> + Send + 'static,
+    impl Stream<Item = ObjectRef<DevMachine>> + Send + 'static,
+    BoxFuture<'static, ()>,
+) {
+    let (docker_tx, docker_rx) = mpsc::unbounded_channel();
+    let (dev_tx, dev_rx) = mpsc::unbounded_channel();
+    let forward = async move {
+        while let Some(machine) = triggers.recv().await {
+            // A closed channel means that controller does not run: nothing to wake.
+            match machine.served {
+                Served::Docker => {
+                    let _ = docker_tx.send(machine.object_ref::<DockerMachine>());
+                }
+                Served::Dev => {
+                    let _ = dev_tx.send(machine.object_ref::<DevMachine>());
+                }
+            }
+        }
+    };
+    (
+        receiver_stream(docker_rx),
+        receiver_stream(dev_rx),
+        forward.boxed(),
+    )
+}
+
+/// The items of a channel, as a stream.
+fn receiver_stream<T: Send + 'static>(
+    receiver: mpsc::UnboundedReceiver<T>,
+) -> impl Stream<Item = T> + Send + 'static {
+    futures::stream::unfold(receiver, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
+}
+
+/// The controller of one infrastructure cluster kind (DockerCluster or DevCluster): its own
+/// objects, and Clusters through `spec.infrastructureRef`. `None` (logged) if a watch refuses a
+/// subscriber.
+fn cluster_controller<K>(
+    ctx: &Arc<Context>,
+    own: &SharedWatch<K>,
+    clusters: &SharedWatch<DeserializeGuard<Cluster>>,
+    concurrency: u16,
+    stop: &CancellationToken,
+) -> Option<ControllerTask>
+where
+    K: ServedKind<Docker = DockerCluster>,
+{
+    let name = K::CONTROLLER;
+    let manager = &ctx.manager;
+    manager.metrics.register_controller(name, concurrency);
+    manager.readiness.require(name);
+    let (Some(events), Some(cluster_events)) = (own.subscribe(), clusters.subscribe()) else {
+        tracing::error!(controller = name, "A shared watch refused a subscriber");
+        return None;
+    };
+    let store = own.reader.clone();
+    let queue = QueueDepth::new(name, manager.metrics.clone(), store.clone());
+    let filter = ChangeFilter::default();
+    let (queue_own, queue_clusters) = (queue.clone(), queue.clone());
+    let events = events.map(move |object| {
+        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+        object
+    });
+    let controller = Controller::for_shared_stream(events, store)
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .watches_shared_stream(
+            cluster_events,
+            move |guarded: Arc<DeserializeGuard<Cluster>>| {
+                if K::SERVED == Served::Docker {
+                    log_invalid(&guarded, "Cluster");
+                }
+                let cluster = guarded.0.as_ref().ok()?;
+                let uid = cluster.metadata.uid.clone().unwrap_or_default();
+                filter
+                    .changed(&uid, &cluster_fingerprint_for_docker_cluster(cluster))
+                    .then(|| cluster_to_infra_cluster::<K>(cluster))
+                    .flatten()
+                    .map(|object| queue_clusters.requested(object))
+            },
+        )
+        .graceful_shutdown_on(stop.clone().cancelled_owned());
+    let ready = ready_when_synced(
+        manager.readiness.clone(),
+        name,
+        vec![own.synced(), clusters.synced()],
+    );
+    let ctx = ctx.clone();
+    let future = async move {
+        let run = drain(controller.run(
+            move |object, ctx| {
+                queue.started(&object);
+                dockercluster::reconcile(object, ctx)
+            },
+            dockercluster::error_policy,
+            ctx,
+        ));
+        futures::join!(run, ready);
+    };
+    Some(ControllerTask {
+        name,
+        future: future.boxed(),
+    })
+}
+
+/// The watches an infrastructure machine controller reads.
+struct MachineWatches<'a, K, C>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+    C: Resource<DynamicType = ()> + Clone + 'static,
+{
+    /// Its own kind (DockerMachine or DevMachine).
+    own: &'a SharedWatch<K>,
+    machines: &'a SharedWatch<DeserializeGuard<Machine>>,
+    clusters: &'a SharedWatch<DeserializeGuard<Cluster>>,
+    /// The infrastructure clusters of the same generation (DockerCluster or DevCluster).
+    infra_clusters: &'a SharedWatch<C>,
+}
+
+/// The controller of one infrastructure machine kind (DockerMachine or DevMachine): its own
+/// objects, Machines through `spec.infrastructureRef`, the Cluster and infrastructure cluster of
+/// their cluster, and the progress of background tasks (`triggers`). `None` (logged) if a watch
+/// refuses a subscriber.
+fn machine_controller<K, C>(
+    ctx: &Arc<Context>,
+    watches: MachineWatches<'_, K, C>,
+    triggers: impl Stream<Item = ObjectRef<K>> + Send + 'static,
+    concurrency: u16,
+    stop: &CancellationToken,
+) -> Option<ControllerTask>
+where
+    K: ServedKind<Docker = DockerMachine>,
+    C: ServedKind<Docker = DockerCluster>,
+{
+    let name = K::CONTROLLER;
+    let manager = &ctx.manager;
+    manager.metrics.register_controller(name, concurrency);
+    manager.readiness.require(name);
+    let subscriptions = (
+        watches.own.subscribe(),
+        watches.machines.subscribe(),
+        watches.clusters.subscribe(),
+        watches.infra_clusters.subscribe(),
+    );
+    let (Some(events), Some(machine_events), Some(cluster_events), Some(infra_cluster_events)) =
+        subscriptions
+    else {
+        tracing::error!(controller = name, "A shared watch refused a subscriber");
+        return None;
+    };
+    let store = watches.own.reader.clone();
+    let queue = QueueDepth::new(name, manager.metrics.clone(), store.clone());
+    let (machine_filter, infra_filter) = (ChangeFilter::default(), ChangeFilter::default());
+    let machine_store = watches.machines.reader.clone();
+    let (machines_a, machines_b) = (machine_store.clone(), machine_store);
+    let (store_a, store_b) = (store.clone(), store.clone());
+    let (queue_own, queue_machines, queue_clusters, queue_infra, queue_tasks) = (
+        queue.clone(),
+        queue.clone(),
+        queue.clone(),
+        queue.clone(),
+        queue.clone(),
+    );
+    let triggers = triggers.map(move |object| queue_tasks.requested(object));
+    let events = events.map(move |object| {
+        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+        object
+    });
+    let controller = Controller::for_shared_stream(events, store)
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .watches_shared_stream(
+            machine_events,
+            move |guarded: Arc<DeserializeGuard<Machine>>| {
+                if K::SERVED == Served::Docker {
+                    log_invalid(&guarded, "Machine");
+                }
+                let machine = guarded.0.as_ref().ok()?;
+                let uid = machine.metadata.uid.clone().unwrap_or_default();
+                machine_filter
+                    .changed(&uid, &machine_fingerprint(machine))
+                    .then(|| machine_to_infra_machine::<K>(machine))
+                    .flatten()
+                    .map(|object| queue_machines.requested(object))
+            },
+        )
+        .watches_shared_stream(
+            cluster_events,
+            cluster_to_machines(queue_clusters, move |namespace, name| {
+                infra_machines_of_cluster(namespace, name, &machines_a, &store_a)
+            }),
+        )
+        .watches_shared_stream(infra_cluster_events, move |object: Arc<C>| {
+            let Ok(infra_cluster) = object.view() else {
+                return Vec::new();
+            };
+            let uid = infra_cluster.metadata.uid.clone().unwrap_or_default();
+            if !infra_filter.changed(&uid, &docker_cluster_fingerprint(&infra_cluster)) {
+                return Vec::new();
+            }
+            let Some(cluster) = docker_cluster_cluster(&infra_cluster) else {
+                return Vec::new();
+            };
+            let namespace = infra_cluster.metadata.namespace.clone().unwrap_or_default();
+            infra_machines_of_cluster(&namespace, cluster, &machines_b, &store_b)
+                .into_iter()
+                .map(|object| queue_infra.requested(object))
+                .collect()
+        })
+        .reconcile_on(triggers)
+        .graceful_shutdown_on(stop.clone().cancelled_owned());
+    let ready = ready_when_synced(
+        manager.readiness.clone(),
+        name,
+        vec![
+            watches.own.synced(),
+            watches.machines.synced(),
+            watches.clusters.synced(),
+            watches.infra_clusters.synced(),
+        ],
+    );
+    let ctx = ctx.clone();
+    let future = async move {
+        let tasks_ctx = ctx.clone();
+        let run = drain(controller.run(
+            move |object, ctx| {
+                queue.started(&object);
+                dockermachine::reconcile(object, ctx)
+            },
+            dockermachine::error_policy,
+            ctx,
+        ));
+        futures::join!(run, ready);
+        // Bootstrap keeps running inside the nodes; the next leader observes it.
+        tasks_ctx.tasks.abort_all();
+    };
+    Some(ControllerTask {
+        name,
+        future: future.boxed(),
+    })
 }
 
 /// The capacity controller of one template kind as one task: its own watch, readiness once the
@@ -560,7 +688,8 @@ fn template_task<K: CapacityTemplate>(
     let controller = Controller::for_shared_stream(events, store)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(stop.clone().cancelled_owned());
-    let (driver, synced) = watch.into_driver();
+    let synced = watch.synced();
+    let driver = watch.into_driver();
     let (readiness, stop) = (manager.readiness.clone(), stop.clone());
     let future = async move {
         let watch = async move {

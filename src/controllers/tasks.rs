@@ -9,11 +9,10 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::api::v1beta2::DockerMachine;
+use super::kinds::{MachineRef, Served};
 
 /// The slow steps of a machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,6 +48,7 @@ pub enum TaskState {
 /// Identity of one machine's task.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct TaskKey {
+    served: Served,
     namespace: String,
     name: String,
     kind: TaskKind,
@@ -64,8 +64,8 @@ struct Entry {
 #[derive(Clone)]
 pub struct Progress {
     state: Arc<Mutex<TaskState>>,
-    trigger: mpsc::UnboundedSender<ObjectRef<DockerMachine>>,
-    object: ObjectRef<DockerMachine>,
+    trigger: mpsc::UnboundedSender<MachineRef>,
+    object: MachineRef,
 }
 
 impl Progress {
@@ -105,7 +105,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The registry of running and finished tasks.
 pub struct TaskRegistry {
     entries: Mutex<HashMap<TaskKey, Entry>>,
-    trigger: mpsc::UnboundedSender<ObjectRef<DockerMachine>>,
+    trigger: mpsc::UnboundedSender<MachineRef>,
 }
 
 impl std::fmt::Debug for TaskRegistry {
@@ -148,28 +148,24 @@ impl TaskFailure {
 
 impl TaskRegistry {
     /// A registry whose tasks send machine references on `trigger` when their state changes.
-    pub fn new(trigger: mpsc::UnboundedSender<ObjectRef<DockerMachine>>) -> Self {
+    pub fn new(trigger: mpsc::UnboundedSender<MachineRef>) -> Self {
         Self {
             entries: Mutex::new(HashMap::new()),
             trigger,
         }
     }
 
-    fn key(machine: &ObjectRef<DockerMachine>, kind: TaskKind) -> TaskKey {
+    fn key(machine: &MachineRef, kind: TaskKind) -> TaskKey {
         TaskKey {
-            namespace: machine.namespace.clone().unwrap_or_default(),
+            served: machine.served,
+            namespace: machine.namespace.clone(),
             name: machine.name.clone(),
             kind,
         }
     }
 
     /// The state of a machine's task, if one was started for this incarnation (`uid`) of it.
-    pub fn state(
-        &self,
-        machine: &ObjectRef<DockerMachine>,
-        uid: &str,
-        kind: TaskKind,
-    ) -> Option<TaskState> {
+    pub fn state(&self, machine: &MachineRef, uid: &str, kind: TaskKind) -> Option<TaskState> {
         let entries = lock(&self.entries);
         entries
             .get(&Self::key(machine, kind))
@@ -181,7 +177,7 @@ impl TaskRegistry {
     /// finished); returns whether it started. `work` gets a [`Progress`] handle.
     pub fn start<F, Fut>(
         &self,
-        machine: &ObjectRef<DockerMachine>,
+        machine: &MachineRef,
         uid: &str,
         kind: TaskKind,
         initial: impl Into<String>,
@@ -229,18 +225,19 @@ impl TaskRegistry {
 
     /// Forgets a finished task so it can be started again (after a retryable failure). A task
     /// still running is aborted.
-    pub fn reset(&self, machine: &ObjectRef<DockerMachine>, kind: TaskKind) {
+    pub fn reset(&self, machine: &MachineRef, kind: TaskKind) {
         if let Some(entry) = lock(&self.entries).remove(&Self::key(machine, kind)) {
             entry.handle.abort();
         }
     }
 
     /// Aborts and forgets every task of a machine (on deletion).
-    pub fn cancel_all(&self, machine: &ObjectRef<DockerMachine>) {
+    pub fn cancel_all(&self, machine: &MachineRef) {
         let mut entries = lock(&self.entries);
-        let namespace = machine.namespace.clone().unwrap_or_default();
         entries.retain(|key, entry| {
-            let ours = key.namespace == namespace && key.name == machine.name;
+            let ours = key.served == machine.served
+                && key.namespace == machine.namespace
+                && key.name == machine.name;
             if ours {
                 entry.handle.abort();
             }
@@ -276,8 +273,8 @@ mod tests {
 
     use super::*;
 
-    fn machine() -> ObjectRef<DockerMachine> {
-        ObjectRef::new("m1").within("ns")
+    fn machine() -> MachineRef {
+        MachineRef::docker("ns", "m1")
     }
 
     #[tokio::test]

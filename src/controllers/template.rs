@@ -1,7 +1,8 @@
 //! The template controllers: publish `status.capacity` (CPU and memory of the Docker host) of
-//! DockerMachineTemplates and DockerMachinePoolTemplates, so the cluster autoscaler can scale a
-//! node group or a MachinePool up from zero. One reconcile, generic over [`CapacityTemplate`],
-//! runs as two controllers (the pool one only with the `MachinePool` feature gate).
+//! DockerMachineTemplates, DevMachineTemplates and DockerMachinePoolTemplates, so the cluster
+//! autoscaler can scale a node group or a MachinePool up from zero. One reconcile, generic over
+//! [`CapacityTemplate`], runs as three controllers (the Dev one only when its CRD is served, the
+//! pool one only with the `MachinePool` feature gate).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -19,11 +20,14 @@ use super::apply::apply_status_unless_gone;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::meta::key;
-use crate::api::v1beta2::{DockerMachinePoolTemplate, DockerMachineTemplate};
+use crate::api::v1beta2::{DevMachineTemplate, DockerMachinePoolTemplate, DockerMachineTemplate};
 use crate::docker::HostInfo;
 
 /// Name of the DockerMachineTemplate controller in metrics and logs.
 pub const CONTROLLER: &str = "dockermachinetemplate";
+
+/// Name of the DevMachineTemplate controller in metrics and logs.
+pub const DEV_CONTROLLER: &str = "devmachinetemplate";
 
 /// Name of the DockerMachinePoolTemplate controller in metrics and logs.
 pub const POOL_CONTROLLER: &str = "dockermachinepooltemplate";
@@ -50,6 +54,15 @@ pub trait CapacityTemplate:
 impl CapacityTemplate for DockerMachineTemplate {
     const CONTROLLER: &'static str = CONTROLLER;
     const KIND: &'static str = "DockerMachineTemplate";
+
+    fn capacity(&self) -> Option<&BTreeMap<String, Quantity>> {
+        self.status.as_ref().map(|s| &s.capacity)
+    }
+}
+
+impl CapacityTemplate for DevMachineTemplate {
+    const CONTROLLER: &'static str = DEV_CONTROLLER;
+    const KIND: &'static str = "DevMachineTemplate";
 
     fn capacity(&self) -> Option<&BTreeMap<String, Quantity>> {
         self.status.as_ref().map(|s| &s.capacity)

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 
-use kube::ResourceExt;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
 use serde::Serialize;
 
 use super::loadbalancer::machine_cluster;
@@ -87,50 +87,59 @@ pub fn docker_cluster_fingerprint(docker_cluster: &DockerCluster) -> impl Serial
     )
 }
 
-/// The DockerCluster a Cluster points to.
-pub fn cluster_to_docker_cluster(cluster: &Cluster) -> Option<ObjectRef<DockerCluster>> {
+/// The infrastructure cluster of kind `K` (DockerCluster, DevCluster) a Cluster points to.
+pub fn cluster_to_infra_cluster<K>(cluster: &Cluster) -> Option<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()>,
+{
     let reference = cluster.spec.infrastructure_ref.as_ref()?;
-    if !refers_to(reference, "DockerCluster") {
+    if !refers_to(reference, &K::kind(&())) {
         return None;
     }
     Some(ObjectRef::new(&reference.name).within(&cluster.namespace().unwrap_or_default()))
 }
 
-/// The DockerMachine a Machine points to.
-pub fn machine_to_docker_machine(machine: &Machine) -> Option<ObjectRef<DockerMachine>> {
+/// The infrastructure machine of kind `K` (DockerMachine, DevMachine) a Machine points to.
+pub fn machine_to_infra_machine<K>(machine: &Machine) -> Option<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()>,
+{
     let reference = machine.spec.infrastructure_ref.as_ref()?;
-    if !refers_to(reference, "DockerMachine") {
+    if !refers_to(reference, &K::kind(&())) {
         return None;
     }
     Some(ObjectRef::new(&reference.name).within(&machine.namespace().unwrap_or_default()))
 }
 
-/// The DockerMachines of the cluster `cluster` in `namespace`: those Machines point to, and
-/// those labelled with the cluster name.
-pub fn docker_machines_of_cluster(
+/// The infrastructure machines of kind `K` of the cluster `cluster` in `namespace`: those
+/// Machines point to, and those labelled with the cluster name.
+pub fn infra_machines_of_cluster<K>(
     namespace: &str,
     cluster: &str,
     machines: &Store<DeserializeGuard<Machine>>,
-    docker_machines: &Store<DockerMachine>,
-) -> Vec<ObjectRef<DockerMachine>> {
-    let mut refs: Vec<ObjectRef<DockerMachine>> = machines
+    infra_machines: &Store<K>,
+) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    let mut refs: Vec<ObjectRef<K>> = machines
         .state()
         .iter()
         .filter_map(|guarded| guarded.0.as_ref().ok())
         .filter(|m| {
             m.namespace().as_deref() == Some(namespace) && machine_cluster(m) == Some(cluster)
         })
-        .filter_map(machine_to_docker_machine)
+        .filter_map(machine_to_infra_machine::<K>)
         .collect();
     refs.extend(
-        docker_machines
+        infra_machines
             .state()
             .iter()
-            .filter(|dm| {
-                dm.namespace().as_deref() == Some(namespace)
-                    && cluster_label(&dm.metadata) == Some(cluster)
+            .filter(|object| {
+                object.meta().namespace.as_deref() == Some(namespace)
+                    && cluster_label(object.meta()) == Some(cluster)
             })
-            .map(|dm| ObjectRef::from_obj(dm.as_ref())),
+            .map(|object| ObjectRef::from_obj(object.as_ref())),
     );
     refs.sort_by(|a, b| a.name.cmp(&b.name));
     refs.dedup();
@@ -241,7 +250,7 @@ mod tests {
     fn clusters_map_to_their_docker_cluster_by_group_and_kind() {
         let cluster = Cluster::test("c1");
         assert_eq!(
-            cluster_to_docker_cluster(&cluster),
+            cluster_to_infra_cluster::<DockerCluster>(&cluster),
             Some(ObjectRef::new("c1").within("default"))
         );
         let mut foreign = Cluster::test("c1");
@@ -250,7 +259,11 @@ mod tests {
             kind: "AWSCluster".into(),
             name: "c1".into(),
         });
-        assert_eq!(cluster_to_docker_cluster(&foreign), None);
+        assert_eq!(cluster_to_infra_cluster::<DockerCluster>(&foreign), None);
+        assert_eq!(
+            cluster_to_infra_cluster::<crate::api::v1beta2::DevCluster>(&cluster),
+            None
+        );
     }
 
     #[test]
@@ -270,7 +283,7 @@ mod tests {
     #[test]
     fn machines_map_to_their_docker_machine() {
         assert_eq!(
-            machine_to_docker_machine(&Machine::test("m1")),
+            machine_to_infra_machine::<DockerMachine>(&Machine::test("m1")),
             Some(ObjectRef::new("m1").within("default"))
         );
     }

@@ -34,7 +34,7 @@ pub const REQUIRED_RESOURCES: [(&str, &[&str]); 2] = [
 ];
 
 /// The resources the DockerMachinePool controller watches besides [`REQUIRED_RESOURCES`]: it runs
-/// only where they are served (see [`missing_machine_pool_resources`]).
+/// only where they are served (see [`missing_optional_resources`]).
 pub const MACHINE_POOL_RESOURCES: [(&str, &[&str]); 2] = [
     (
         INFRASTRUCTURE_GROUP_VERSION,
@@ -42,6 +42,14 @@ pub const MACHINE_POOL_RESOURCES: [(&str, &[&str]); 2] = [
     ),
     (CLUSTER_API_GROUP_VERSION, &["machinepools"]),
 ];
+
+/// The resources the DevCluster, DevMachine and DevMachineTemplate controllers watch: they run
+/// only where they are served (see [`missing_optional_resources`]), so a manager given only the
+/// Docker* CRDs keeps serving those.
+pub const DEV_RESOURCES: [(&str, &[&str]); 1] = [(
+    INFRASTRUCTURE_GROUP_VERSION,
+    &["devclusters", "devmachines", "devmachinetemplates"],
+)];
 
 /// How long the reachability check may take.
 pub const REACHABILITY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -230,11 +238,14 @@ pub async fn wait_for_crds(
     }
 }
 
-/// The [`MACHINE_POOL_RESOURCES`] discovery does not list (`group/version resource`), or the
-/// failure that kept discovery from answering.
-pub async fn missing_machine_pool_resources(client: &Client) -> Vec<String> {
+/// The resources of `table` (see [`MACHINE_POOL_RESOURCES`], [`DEV_RESOURCES`]) discovery does
+/// not list (`group/version resource`), or the failure that kept discovery from answering.
+pub async fn missing_optional_resources(
+    client: &Client,
+    table: &[(&'static str, &'static [&'static str])],
+) -> Vec<String> {
     let mut missing = Vec::new();
-    for (group_version, wanted) in MACHINE_POOL_RESOURCES {
+    for (group_version, wanted) in table {
         match client.list_api_group_resources(group_version).await {
             Ok(list) => missing.extend(
                 missing_resources(wanted, &list)

@@ -44,6 +44,9 @@ pub struct ControllerConfig {
     /// Whether the DockerMachinePool controller runs: the `MachinePool` feature gate is on and the
     /// machine pool CRDs are served.
     pub machine_pools: bool,
+    /// Whether the DevCluster, DevMachine and DevMachineTemplate controllers run: their CRDs are
+    /// served.
+    pub dev_kinds: bool,
     /// `--docker-network`: the network cluster containers join.
     pub docker_network: String,
     /// `--publish-address`: host address published container ports are bound to.
@@ -117,6 +120,7 @@ mod tests {
             watch_filter: watch_filter.map(str::to_owned),
             feature_gates: FeatureGates::default(),
             machine_pools: true,
+            dev_kinds: true,
             docker_network: "kind".to_owned(),
             publish_address: std::net::Ipv4Addr::LOCALHOST.into(),
             sync_period: Duration::from_secs(600),

@@ -183,6 +183,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         namespace: Some(namespace).filter(|ns| !ns.is_empty()),
         watch_filter: Some(watch_filter).filter(|f| !f.is_empty()),
         machine_pools: feature_gates.enabled(Feature::MachinePool),
+        dev_kinds: true,
         feature_gates,
         docker_network,
         publish_address,
@@ -281,7 +282,9 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     readiness.mark_ready(CRDS_CHECK);
     let mut controller_config = controller_config;
     if controller_config.machine_pools {
-        let missing = apiserver::missing_machine_pool_resources(&client).await;
+        let missing =
+            apiserver::missing_optional_resources(&client, &apiserver::MACHINE_POOL_RESOURCES)
+                .await;
         if !missing.is_empty() {
             tracing::warn!(
                 missing = missing.join(", ").as_str(),
@@ -289,6 +292,14 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
             );
             controller_config.machine_pools = false;
         }
+    }
+    let missing = apiserver::missing_optional_resources(&client, &apiserver::DEV_RESOURCES).await;
+    if !missing.is_empty() {
+        tracing::warn!(
+            missing = missing.join(", ").as_str(),
+            "The Dev* CRDs are not served; the DevCluster, DevMachine and DevMachineTemplate controllers do not run (install them and restart the manager)"
+        );
+        controller_config.dev_kinds = false;
     }
 
     let mut elector = leader_config.map(|c| LeaderElector::new(client.clone(), c, metrics.clone()));

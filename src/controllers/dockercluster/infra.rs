@@ -5,6 +5,7 @@ use crate::api::capi::Cluster;
 use crate::api::v1beta2::DockerCluster;
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
+use crate::controllers::kinds::ClusterView;
 use crate::controllers::loadbalancer::{control_plane_containers, ip_family, sync_backends};
 use crate::docker::loadbalancer::{
     LoadBalancerError, LoadBalancerSpec, create_load_balancer, delete_load_balancer,
@@ -41,7 +42,7 @@ pub fn load_balancer_spec(
 /// [`Error`] when the engine refuses, or the load balancer has no address.
 pub async fn ensure(
     ctx: &Context,
-    docker_cluster: &DockerCluster,
+    docker_cluster: &ClusterView,
     cluster_name: &str,
     cluster: Option<&Cluster>,
 ) -> Result<Ensured> {
@@ -83,7 +84,14 @@ pub async fn ensure(
             .namespace
             .as_deref()
             .unwrap_or_default();
-        sync_backends(ctx, namespace, cluster_name, cluster, Some(docker_cluster)).await?;
+        sync_backends(
+            ctx,
+            namespace,
+            cluster_name,
+            cluster,
+            Some(&**docker_cluster),
+        )
+        .await?;
     }
     let ip = ip.to_string();
     let endpoint_host = &docker_cluster.spec.control_plane_endpoint.host;
@@ -152,7 +160,7 @@ impl LoadBalancerChange {
 /// for what it did.
 async fn running_load_balancer(
     ctx: &Context,
-    docker_cluster: &DockerCluster,
+    docker_cluster: &ClusterView,
     spec: &LoadBalancerSpec,
 ) -> Result<(ContainerInfo, LoadBalancerChange)> {
     let runtime = ctx.runtime.as_ref();
@@ -237,11 +245,7 @@ async fn has_running_control_planes(ctx: &Context, cluster_name: &str) -> Result
 ///
 /// # Errors
 /// [`Error`] when the engine refuses, or the load balancer is still there afterwards.
-pub async fn delete(
-    ctx: &Context,
-    docker_cluster: &DockerCluster,
-    cluster_name: &str,
-) -> Result<()> {
+pub async fn delete(ctx: &Context, docker_cluster: &ClusterView, cluster_name: &str) -> Result<()> {
     let runtime = ctx.runtime.as_ref();
     let name = load_balancer_container_name(cluster_name);
     let existed = find_load_balancer(runtime, cluster_name).await?.is_some();

@@ -1,5 +1,7 @@
 //! The DockerCluster controller: the network and the haproxy load balancer of a workload
 //! cluster, its control plane endpoint, failure domains and the InfraCluster contract status.
+//! It serves DockerClusters and docker-backend DevClusters alike, through their
+//! [`ClusterView`](super::kinds::ClusterView).
 
 pub mod decide;
 mod infra;
@@ -16,10 +18,11 @@ use serde_json::json;
 use tracing::instrument;
 
 use self::decide::{Gate, LoadBalancerOutcome};
-use super::apply::{apply_object, apply_status_unless_gone, body};
 use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone};
+use super::kinds::{ClusterView, ServedKind};
 use super::meta::{key, owner_cluster};
+use super::unsupported;
 use crate::api::DOCKER_CLUSTER_FINALIZER;
 use crate::api::capi::Cluster;
 use crate::api::v1beta2::{DockerCluster, DockerClusterStatus};
@@ -28,45 +31,54 @@ use crate::manager::error_chain;
 /// Name of the controller in metrics and logs.
 pub const CONTROLLER: &str = "dockercluster";
 
-/// Reconciles one DockerCluster; records metrics, logs and an Event when it fails.
-pub async fn reconcile(docker_cluster: Arc<DockerCluster>, ctx: Arc<Context>) -> Result<Action> {
-    ctx.reconciled(
-        CONTROLLER,
-        docker_cluster.as_ref(),
-        reconcile_one(&docker_cluster, &ctx),
-    )
-    .await
+/// Name of the controller of DevClusters (the same reconcile) in metrics and logs.
+pub const DEV_CONTROLLER: &str = "devcluster";
+
+/// Reconciles one DockerCluster or DevCluster; records metrics, logs and an Event when it fails.
+pub async fn reconcile<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action>
+where
+    K: ServedKind<Docker = DockerCluster>,
+{
+    ctx.reconciled(K::CONTROLLER, object.as_ref(), reconcile_one(&object, &ctx))
+        .await
 }
 
 /// Retry delay after a failure: the object's own backoff.
-pub fn error_policy(
-    docker_cluster: Arc<DockerCluster>,
-    _error: &Error,
-    ctx: Arc<Context>,
-) -> Action {
-    ctx.requeue_after_failure(docker_cluster.as_ref())
+pub fn error_policy<K>(object: Arc<K>, _error: &Error, ctx: Arc<Context>) -> Action
+where
+    K: ServedKind<Docker = DockerCluster>,
+{
+    ctx.requeue_after_failure(object.as_ref())
 }
 
-#[instrument(skip_all, fields(dockercluster = %key(&docker_cluster.metadata)), err)]
-async fn reconcile_one(docker_cluster: &Arc<DockerCluster>, ctx: &Context) -> Result<Action> {
+#[instrument(skip_all, fields(kind = %K::kind(&()), object = %key(object.meta())), err)]
+async fn reconcile_one<K>(object: &Arc<K>, ctx: &Context) -> Result<Action>
+where
+    K: ServedKind<Docker = DockerCluster>,
+{
+    let docker_cluster = match object.view() {
+        Ok(view) => view,
+        Err(backend) => {
+            return unsupported::reconcile(ctx, object.as_ref(), DOCKER_CLUSTER_FINALIZER, backend)
+                .await;
+        }
+    };
+    let docker_cluster = &docker_cluster;
     let namespace = docker_cluster.namespace().unwrap_or_default();
     let cluster = match owner_cluster(&docker_cluster.metadata) {
         Some(name) => ctx.cluster(&namespace, name).await?,
         None => None,
     };
-    let api: Api<DockerCluster> = ctx.api(&namespace);
+    let api: Api<K> = ctx.api(&namespace);
     match decide::gate(docker_cluster, cluster.as_ref()) {
         Gate::Skip(why) => {
             tracing::info!(reason = why, "Not reconciling");
             return Ok(Action::await_change());
         }
         Gate::ReleaseFinalizer => {
-            finalizer(
-                &api,
-                DOCKER_CLUSTER_FINALIZER,
-                docker_cluster.clone(),
-                |_| async { Ok::<_, Error>(Action::await_change()) },
-            )
+            finalizer(&api, DOCKER_CLUSTER_FINALIZER, object.clone(), |_| async {
+                Ok::<_, Error>(Action::await_change())
+            })
             .await?;
             return Ok(Action::await_change());
         }
@@ -81,18 +93,20 @@ async fn reconcile_one(docker_cluster: &Arc<DockerCluster>, ctx: &Context) -> Re
         .unwrap_or_default()
         .to_string();
     let sync_period = ctx.manager.config.sync_period;
+    // The finalizer helper hands back the object it was given: the view made above is its view.
+    let (cluster_name, cluster) = (&cluster_name, cluster.as_ref());
     finalizer(
         &api,
         DOCKER_CLUSTER_FINALIZER,
-        docker_cluster.clone(),
-        |event| async {
+        object.clone(),
+        |event| async move {
             match event {
-                Finalizer::Apply(dc) => {
-                    reconcile_normal(ctx, &dc, &cluster_name, cluster.as_ref()).await?;
+                Finalizer::Apply(_) => {
+                    reconcile_normal(ctx, docker_cluster, cluster_name, cluster).await?;
                     Ok(Action::requeue(sync_period))
                 }
-                Finalizer::Cleanup(dc) => {
-                    reconcile_delete(ctx, &dc, &cluster_name).await?;
+                Finalizer::Cleanup(_) => {
+                    reconcile_delete(ctx, docker_cluster, cluster_name).await?;
                     Ok(Action::await_change())
                 }
             }
@@ -104,7 +118,7 @@ async fn reconcile_one(docker_cluster: &Arc<DockerCluster>, ctx: &Context) -> Re
 
 async fn reconcile_normal(
     ctx: &Context,
-    docker_cluster: &DockerCluster,
+    docker_cluster: &ClusterView,
     cluster_name: &str,
     cluster: Option<&Cluster>,
 ) -> Result<()> {
@@ -151,18 +165,11 @@ async fn reconcile_normal(
 
 async fn set_endpoint(
     ctx: &Context,
-    docker_cluster: &DockerCluster,
+    docker_cluster: &ClusterView,
     endpoint: &crate::api::v1beta2::APIEndpoint,
 ) -> Result<()> {
-    let namespace = docker_cluster.namespace().unwrap_or_default();
-    let name = docker_cluster.name_any();
     let spec = json!({"controlPlaneEndpoint": {"host": endpoint.host, "port": endpoint.port}});
-    apply_object(
-        &ctx.api::<DockerCluster>(&namespace),
-        &name,
-        body::<DockerCluster>("spec", spec),
-    )
-    .await?;
+    docker_cluster.apply_spec(ctx, spec).await?;
     tracing::info!(host = %endpoint.host, port = endpoint.port, "Set the control plane endpoint");
     ctx.event(
         docker_cluster,
@@ -176,7 +183,7 @@ async fn set_endpoint(
 
 async fn reconcile_delete(
     ctx: &Context,
-    docker_cluster: &DockerCluster,
+    docker_cluster: &ClusterView,
     cluster_name: &str,
 ) -> Result<()> {
     write_status(
@@ -189,21 +196,15 @@ async fn reconcile_delete(
 }
 
 /// Writes the status when it differs from the object's (a reconcile that changes nothing writes
-/// nothing). A DockerCluster deleted meanwhile is not an error.
+/// nothing). An object deleted meanwhile is not an error.
 async fn write_status(
     ctx: &Context,
-    docker_cluster: &DockerCluster,
+    docker_cluster: &ClusterView,
     status: &DockerClusterStatus,
 ) -> Result<()> {
     if !decide::status_changed(docker_cluster, status) {
         return Ok(());
     }
-    let namespace = docker_cluster.namespace().unwrap_or_default();
-    apply_status_unless_gone(
-        &ctx.api::<DockerCluster>(&namespace),
-        &docker_cluster.name_any(),
-        status,
-    )
-    .await?;
+    docker_cluster.apply_status(ctx, status).await?;
     Ok(())
 }

@@ -208,6 +208,7 @@ mod scenarios {
     use crate::api::v1beta2::DockerCluster;
     use crate::controllers::fixtures::test_context;
     use crate::controllers::fixtures::*;
+    use crate::controllers::kinds::View;
     use crate::docker::fake::Call;
     use crate::docker::network::CREATED_BY_LABEL;
     use crate::docker::node::{NodeRole, NodeSpec, create_node};
@@ -228,7 +229,9 @@ mod scenarios {
         let fake = fake();
         let ctx = test_context(fake.clone());
         let dc = DockerCluster::test("c1").owned_by("c1");
-        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        let ensured = infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
+            .await
+            .unwrap();
         assert_eq!(ensured.note, None, "a first load balancer is no recovery");
         let ip = ensured.ip;
         let network = fake
@@ -248,7 +251,9 @@ mod scenarios {
         assert_eq!(lb.image, LB_IMAGE);
         assert_eq!(ip, lb.networks["kind"].ipv4.unwrap().to_string());
         assert_eq!(
-            infra::ensure(&ctx, &dc, "c1", None).await.unwrap(),
+            infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
+                .await
+                .unwrap(),
             infra::Ensured { ip, note: None },
             "a running load balancer is kept"
         );
@@ -265,7 +270,9 @@ mod scenarios {
     /// A DockerCluster whose load balancer was created and reported available.
     async fn provisioned(ctx: &crate::controllers::context::Context) -> DockerCluster {
         let mut dc = DockerCluster::test("c1").owned_by("c1");
-        infra::ensure(ctx, &dc, "c1", None).await.unwrap();
+        infra::ensure(ctx, &View::docker(dc.clone()), "c1", None)
+            .await
+            .unwrap();
         dc.status = Some(super::normal_status(
             &dc,
             &super::LoadBalancerOutcome::Available,
@@ -295,7 +302,9 @@ mod scenarios {
 
         // An engine restart: every container of the cluster is stopped.
         fake.stop_container("c1-lb");
-        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        let ensured = infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
+            .await
+            .unwrap();
         assert_eq!(ensured.ip, ip, "the endpoint's address is kept");
         assert_eq!(
             ensured.note.as_deref(),
@@ -328,7 +337,9 @@ mod scenarios {
         create_node(&fake, &cp).await.unwrap();
         fake.set_ipv4("c1-cp1", "kind", Ipv4Addr::new(172, 18, 0, 42));
         fake.stop_container("c1-lb");
-        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
+            .await
+            .unwrap();
         let config = haproxy_config(&fake);
         assert!(
             config.contains("server c1-cp1 172.18.0.42:6443"),
@@ -343,7 +354,9 @@ mod scenarios {
         let dc = provisioned(&ctx).await;
         let old_id = lb(&fake).id;
         fake.delete_container("c1-lb").await.unwrap();
-        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        let ensured = infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
+            .await
+            .unwrap();
         assert_ne!(lb(&fake).id, old_id);
         assert_eq!(
             ensured.note.as_deref(),
@@ -356,8 +369,12 @@ mod scenarios {
         let fake = fake();
         let ctx = test_context(fake.clone());
         let dc = DockerCluster::test("c1").owned_by("c1");
-        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
-        infra::delete(&ctx, &dc, "c1").await.unwrap();
+        infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
+            .await
+            .unwrap();
+        infra::delete(&ctx, &View::docker(dc.clone()), "c1")
+            .await
+            .unwrap();
         assert!(fake.containers().is_empty());
         assert!(
             fake.inspect_network("kind").await.unwrap().is_none(),
@@ -374,8 +391,12 @@ mod scenarios {
             ..Default::default()
         });
         let ctx = test_context(foreign.clone());
-        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
-        infra::delete(&ctx, &dc, "c1").await.unwrap();
+        infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
+            .await
+            .unwrap();
+        infra::delete(&ctx, &View::docker(dc.clone()), "c1")
+            .await
+            .unwrap();
         assert!(
             foreign.inspect_network("kind").await.unwrap().is_some(),
             "a network created by someone else (kind) is kept"

@@ -4,8 +4,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::runtime::reflector::ObjectRef;
-
 use super::bootstrap::{BootstrapJob, run};
 use crate::bootstrap::{Command, Plan};
 use crate::controllers::tasks::{TaskKind, TaskRegistry, TaskState};
@@ -140,7 +138,7 @@ async fn run_job_watching(
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let tasks = TaskRegistry::new(tx);
-    let machine = ObjectRef::new("m1").within("default");
+    let machine = crate::controllers::kinds::MachineRef::docker("default", "m1");
     tasks.start(&machine, "u", TaskKind::Bootstrap, "", |p| run(job, p));
     let mut seen: Vec<TaskState> = Vec::new();
     let state = tokio::time::timeout(Duration::from_secs(10), async {

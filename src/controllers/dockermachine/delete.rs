@@ -2,14 +2,13 @@
 //! balancer. The finalizer is removed only once the container is really gone.
 
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 
 use super::container::container_name;
 use super::{Fetched, decide, status, write_status};
 use crate::api::conditions::set_condition;
-use crate::api::v1beta2::DockerMachine;
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
+use crate::controllers::kinds::MachineView;
 use crate::controllers::loadbalancer::sync_backends;
 use crate::docker::loadbalancer::find_load_balancer;
 use crate::docker::node::{
@@ -22,10 +21,10 @@ use crate::docker::node::{
 /// [`Error`] when the container cannot be removed (the finalizer stays).
 pub async fn reconcile(
     ctx: &Context,
-    docker_machine: &DockerMachine,
+    docker_machine: &MachineView,
     fetched: &Fetched,
 ) -> Result<()> {
-    ctx.tasks.cancel_all(&ObjectRef::from_obj(docker_machine));
+    ctx.tasks.cancel_all(&docker_machine.key());
     let generation = docker_machine.metadata.generation;
     let mut status = docker_machine.status.clone().unwrap_or_default();
     set_condition(&mut status.conditions, decide::deleting(generation));
@@ -72,7 +71,7 @@ pub async fn reconcile(
             &namespace,
             cluster_name,
             fetched.cluster.as_ref(),
-            fetched.docker_cluster.as_ref(),
+            fetched.docker_cluster.as_deref(),
         )
         .await?;
     }

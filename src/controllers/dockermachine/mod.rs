@@ -1,6 +1,8 @@
 //! The DockerMachine controller: one node container per Machine, booted and bootstrapped by
 //! background tasks, registered in the load balancer, and reported through the InfraMachine
 //! contract (`spec.providerID`, `status.initialization.provisioned`, addresses, conditions).
+//! It serves DockerMachines and docker-backend DevMachines alike, through their
+//! [`MachineView`](super::kinds::MachineView).
 
 pub mod bootstrap;
 pub mod container;
@@ -26,15 +28,16 @@ use std::sync::Arc;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::{Api, ResourceExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use tracing::instrument;
 
 use self::decide::{Gate, Owners};
-use super::apply::{apply_object, apply_status_unless_gone};
 use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone};
+use super::kinds::{ClusterView, MachineView, ServedKind};
 use super::loadbalancer::machine_cluster;
-use super::meta::{cluster_label, key, owner_machine, refers_to};
+use super::meta::{cluster_label, key, owner_machine};
+use super::unsupported;
 use crate::api::conditions::{
     BOOTSTRAP_COMPLETED_CONDITION, BOOTSTRAP_TIMED_OUT_REASON, CONTAINER_PROVISIONED_CONDITION,
     Condition, ConditionStatus, FAILED_REASON, find_condition,
@@ -45,23 +48,24 @@ use crate::api::{DOCKER_MACHINE_FINALIZER, WEIGHT_ANNOTATION};
 /// Name of the controller in metrics and logs.
 pub const CONTROLLER: &str = "dockermachine";
 
-/// Reconciles one DockerMachine; records metrics, logs and an Event when it fails.
-pub async fn reconcile(docker_machine: Arc<DockerMachine>, ctx: Arc<Context>) -> Result<Action> {
-    ctx.reconciled(
-        CONTROLLER,
-        docker_machine.as_ref(),
-        reconcile_one(&docker_machine, &ctx),
-    )
-    .await
+/// Name of the controller of DevMachines (the same reconcile) in metrics and logs.
+pub const DEV_CONTROLLER: &str = "devmachine";
+
+/// Reconciles one DockerMachine or DevMachine; records metrics, logs and an Event when it fails.
+pub async fn reconcile<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action>
+where
+    K: ServedKind<Docker = DockerMachine>,
+{
+    ctx.reconciled(K::CONTROLLER, object.as_ref(), reconcile_one(&object, &ctx))
+        .await
 }
 
 /// Retry delay after a failure: the object's own backoff.
-pub fn error_policy(
-    docker_machine: Arc<DockerMachine>,
-    _error: &Error,
-    ctx: Arc<Context>,
-) -> Action {
-    ctx.requeue_after_failure(docker_machine.as_ref())
+pub fn error_policy<K>(object: Arc<K>, _error: &Error, ctx: Arc<Context>) -> Action
+where
+    K: ServedKind<Docker = DockerMachine>,
+{
+    ctx.requeue_after_failure(object.as_ref())
 }
 
 /// The objects around a DockerMachine, fetched.
@@ -72,8 +76,8 @@ pub struct Fetched {
     pub cluster_name: Option<String>,
     /// The Cluster.
     pub cluster: Option<crate::api::capi::Cluster>,
-    /// The DockerCluster.
-    pub docker_cluster: Option<crate::api::v1beta2::DockerCluster>,
+    /// The DockerCluster or DevCluster the Cluster points to, as a DockerCluster.
+    pub docker_cluster: Option<ClusterView>,
 }
 
 async fn fetch(ctx: &Context, docker_machine: &DockerMachine) -> Result<Fetched> {
@@ -94,9 +98,8 @@ async fn fetch(ctx: &Context, docker_machine: &DockerMachine) -> Result<Fetched>
     let docker_cluster = match cluster
         .as_ref()
         .and_then(|c| c.spec.infrastructure_ref.as_ref())
-        .filter(|r| refers_to(r, "DockerCluster"))
     {
-        Some(reference) => ctx.docker_cluster(&namespace, &reference.name).await?,
+        Some(reference) => ctx.infra_cluster(&namespace, reference).await?,
         None => None,
     };
     Ok(Fetched {
@@ -107,32 +110,37 @@ async fn fetch(ctx: &Context, docker_machine: &DockerMachine) -> Result<Fetched>
     })
 }
 
-#[instrument(skip_all, fields(dockermachine = %key(&docker_machine.metadata)), err)]
-async fn reconcile_one(docker_machine: &Arc<DockerMachine>, ctx: &Context) -> Result<Action> {
+#[instrument(skip_all, fields(kind = %K::kind(&()), object = %key(object.meta())), err)]
+async fn reconcile_one<K>(object: &Arc<K>, ctx: &Context) -> Result<Action>
+where
+    K: ServedKind<Docker = DockerMachine>,
+{
+    let docker_machine = match object.view() {
+        Ok(view) => view,
+        Err(backend) => {
+            return unsupported::reconcile(ctx, object.as_ref(), DOCKER_MACHINE_FINALIZER, backend)
+                .await;
+        }
+    };
+    let docker_machine = &docker_machine;
     let namespace = docker_machine.namespace().unwrap_or_default();
     let fetched = fetch(ctx, docker_machine).await?;
     let owners = Owners {
         machine: fetched.machine.as_ref(),
         cluster: fetched.cluster.as_ref(),
-        docker_cluster: fetched.docker_cluster.as_ref(),
+        docker_cluster: fetched.docker_cluster.as_deref(),
     };
-    let api: Api<DockerMachine> = ctx.api(&namespace);
+    let api: Api<K> = ctx.api(&namespace);
     match decide::gate(docker_machine, owners) {
         Gate::Skip(why) => {
             tracing::info!(reason = why, "Not reconciling");
             return Ok(Action::await_change());
         }
         Gate::ReleaseFinalizer => {
-            ctx.tasks
-                .cancel_all(&kube::runtime::reflector::ObjectRef::from_obj(
-                    docker_machine.as_ref(),
-                ));
-            finalizer(
-                &api,
-                DOCKER_MACHINE_FINALIZER,
-                docker_machine.clone(),
-                |_| async { Ok::<_, Error>(Action::await_change()) },
-            )
+            ctx.tasks.cancel_all(&docker_machine.key());
+            finalizer(&api, DOCKER_MACHINE_FINALIZER, object.clone(), |_| async {
+                Ok::<_, Error>(Action::await_change())
+            })
             .await?;
             return Ok(Action::await_change());
         }
@@ -144,15 +152,16 @@ async fn reconcile_one(docker_machine: &Arc<DockerMachine>, ctx: &Context) -> Re
         Gate::Proceed => {}
     }
     let fetched = &fetched;
+    // The finalizer helper hands back the object it was given: the view made above is its view.
     finalizer(
         &api,
         DOCKER_MACHINE_FINALIZER,
-        docker_machine.clone(),
+        object.clone(),
         |event| async move {
             match event {
-                Finalizer::Apply(dm) => normal::reconcile(ctx, &dm, fetched).await,
-                Finalizer::Cleanup(dm) => {
-                    delete::reconcile(ctx, &dm, fetched).await?;
+                Finalizer::Apply(_) => normal::reconcile(ctx, docker_machine, fetched).await,
+                Finalizer::Cleanup(_) => {
+                    delete::reconcile(ctx, docker_machine, fetched).await?;
                     Ok(Action::await_change())
                 }
             }
@@ -163,23 +172,16 @@ async fn reconcile_one(docker_machine: &Arc<DockerMachine>, ctx: &Context) -> Re
 }
 
 /// Writes the status when it differs from the object's; publishes Events for the condition
-/// changes users care about. A DockerMachine deleted meanwhile is not an error.
+/// changes users care about. An object deleted meanwhile is not an error.
 pub(crate) async fn write_status(
     ctx: &Context,
-    docker_machine: &DockerMachine,
+    docker_machine: &MachineView,
     status: &DockerMachineStatus,
 ) -> Result<()> {
     if docker_machine.status.as_ref() == Some(status) {
         return Ok(());
     }
-    let namespace = docker_machine.namespace().unwrap_or_default();
-    if !apply_status_unless_gone(
-        &ctx.api::<DockerMachine>(&namespace),
-        &docker_machine.name_any(),
-        status,
-    )
-    .await?
-    {
+    if !docker_machine.apply_status(ctx, status).await? {
         return Ok(());
     }
     let before = docker_machine
@@ -244,33 +246,19 @@ pub fn transition_events(
 /// balancer weight annotation (always together, see [`super::apply`]).
 pub(crate) async fn apply_owned_fields(
     ctx: &Context,
-    docker_machine: &DockerMachine,
+    docker_machine: &MachineView,
     provider_id: &str,
     weight: Option<&str>,
 ) -> Result<()> {
-    let mut body = json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-        "kind": "DockerMachine",
-    });
-    if let Value::Object(map) = &mut body {
-        if let Some(weight) = weight {
-            map.insert(
-                "metadata".into(),
-                json!({"annotations": {WEIGHT_ANNOTATION: weight}}),
-            );
-        }
-        if !provider_id.is_empty() {
-            let mut spec = Map::new();
-            spec.insert("providerID".into(), json!(provider_id));
-            map.insert("spec".into(), Value::Object(spec));
-        }
+    let mut fields = Map::new();
+    if let Some(weight) = weight {
+        fields.insert(
+            "metadata".into(),
+            json!({"annotations": {WEIGHT_ANNOTATION: weight}}),
+        );
     }
-    let namespace = docker_machine.namespace().unwrap_or_default();
-    apply_object(
-        &ctx.api::<DockerMachine>(&namespace),
-        &docker_machine.name_any(),
-        body,
-    )
-    .await?;
-    Ok(())
+    if !provider_id.is_empty() {
+        fields.insert("spec".into(), json!({"providerID": provider_id}));
+    }
+    docker_machine.apply_owned(ctx, fields).await
 }

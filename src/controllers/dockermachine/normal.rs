@@ -6,7 +6,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 
 use super::bootstrap::{self, BootstrapJob};
 use super::container::{
@@ -22,10 +21,11 @@ use crate::api::conditions::{
     CGROUPS_READY_CONDITION, Condition, PRELOADED_IMAGES_READY_CONDITION, remove_condition,
     set_condition,
 };
-use crate::api::v1beta2::{DockerCluster, DockerMachine};
+use crate::api::v1beta2::DockerCluster;
 use crate::bootstrap::{Format, Options, Plan, translate};
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Result, is_not_found};
+use crate::controllers::kinds::{MachineRef, MachineView};
 use crate::controllers::loadbalancer::{DRAINED_WEIGHT, SERVING_WEIGHT, ip_family, sync_backends};
 use crate::controllers::tasks::TaskKind;
 use crate::docker::kind::Mapping;
@@ -37,9 +37,9 @@ use crate::manager::error_chain;
 /// One reconcile's working state: the object with the status being built.
 struct Work<'a> {
     ctx: &'a Context,
-    original: &'a DockerMachine,
-    working: DockerMachine,
-    object: ObjectRef<DockerMachine>,
+    original: &'a MachineView,
+    working: crate::api::v1beta2::DockerMachine,
+    object: MachineRef,
     uid: String,
     requeue: Option<Duration>,
 }
@@ -71,7 +71,7 @@ impl Work<'_> {
     /// Applies a step decision: records the condition, starts or resets the task.
     fn step<F>(&mut self, kind: TaskKind, decision: StepDecision, start: F)
     where
-        F: FnOnce(&Context, &ObjectRef<DockerMachine>, &str),
+        F: FnOnce(&Context, &MachineRef, &str),
     {
         self.set(decision.condition);
         match decision.task {
@@ -83,7 +83,7 @@ impl Work<'_> {
             }
             TaskAction::RetryWithBackoff => {
                 self.ctx.tasks.reset(&self.object, kind);
-                let key = format!("DockerMachine-{kind:?}/{}", self.object);
+                let key = format!("{kind:?}/{}", self.object);
                 let delay = self.ctx.backoff.failed(&key);
                 self.requeue_after(delay);
             }
@@ -91,19 +91,19 @@ impl Work<'_> {
     }
 }
 
-/// Reconciles a DockerMachine that is not being deleted.
+/// Reconciles a DockerMachine (or DevMachine) that is not being deleted.
 ///
 /// # Errors
 /// [`Error`] when a step failed; the status is written first.
 pub async fn reconcile(
     ctx: &Context,
-    docker_machine: &DockerMachine,
+    docker_machine: &MachineView,
     fetched: &Fetched,
 ) -> Result<Action> {
     let (Some(machine), Some(cluster), Some(docker_cluster), Some(cluster_name)) = (
         fetched.machine.as_ref(),
         fetched.cluster.as_ref(),
-        fetched.docker_cluster.as_ref(),
+        fetched.docker_cluster.as_deref(),
         fetched.cluster_name.as_deref(),
     ) else {
         return Ok(Action::await_change());
@@ -111,8 +111,8 @@ pub async fn reconcile(
     let mut work = Work {
         ctx,
         original: docker_machine,
-        working: docker_machine.clone(),
-        object: ObjectRef::from_obj(docker_machine),
+        working: (**docker_machine).clone(),
+        object: docker_machine.key(),
         uid: docker_machine.uid().unwrap_or_default(),
         requeue: None,
     };
@@ -123,7 +123,7 @@ pub async fn reconcile(
     write_status(ctx, docker_machine, &status).await?;
     result?;
     if work.requeue.is_none() {
-        let key = format!("DockerMachine-{:?}/{}", TaskKind::Bootstrap, work.object);
+        let key = format!("{:?}/{}", TaskKind::Bootstrap, work.object);
         ctx.backoff.succeeded(&key);
     }
     Ok(Action::requeue(
@@ -410,7 +410,7 @@ fn boots_again(work: &mut Work<'_>) {
     work.clear(PRELOADED_IMAGES_READY_CONDITION);
 }
 
-fn annotation(docker_machine: &DockerMachine, key: &str) -> Option<String> {
+fn annotation(docker_machine: &crate::api::v1beta2::DockerMachine, key: &str) -> Option<String> {
     docker_machine
         .metadata
         .annotations
@@ -422,7 +422,7 @@ fn annotation(docker_machine: &DockerMachine, key: &str) -> Option<String> {
 /// Creates the node container; returns whether it runs.
 async fn create_container(
     ctx: &Context,
-    docker_machine: &DockerMachine,
+    docker_machine: &MachineView,
     machine: &Machine,
     cluster_name: &str,
     name: &str,
@@ -449,7 +449,7 @@ async fn bootstrap_job(
     ctx: &Context,
     namespace: &str,
     machine: &Machine,
-    docker_machine: &DockerMachine,
+    docker_machine: &crate::api::v1beta2::DockerMachine,
     container: &str,
 ) -> BootstrapJob {
     let mapping = node_image(machine, docker_machine).ok();

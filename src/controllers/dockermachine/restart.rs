@@ -17,6 +17,7 @@ use crate::api::v1beta2::DockerMachine;
 use crate::controllers::conditions::condition;
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
+use crate::controllers::kinds::MachineView;
 use crate::controllers::loadbalancer::control_plane_containers;
 use crate::controllers::tasks::TaskState;
 use crate::docker::loadbalancer::find_load_balancer;
@@ -137,7 +138,7 @@ pub async fn cluster_running(ctx: &Context, cluster_name: &str) -> Result<Cluste
 ///
 /// # Errors
 /// [`Error`] when the engine refuses to start or inspect it.
-pub async fn start_node(ctx: &Context, docker_machine: &DockerMachine, name: &str) -> Result<bool> {
+pub async fn start_node(ctx: &Context, docker_machine: &MachineView, name: &str) -> Result<bool> {
     ctx.runtime
         .start_container(name)
         .await

@@ -9,6 +9,7 @@ use crate::api::conditions::{
 };
 use crate::api::v1beta2::DockerMachine;
 use crate::controllers::fixtures::*;
+use crate::controllers::kinds::View;
 use crate::controllers::tasks::TaskState;
 use crate::docker::FakeRuntime;
 use crate::docker::fake::Call;
@@ -186,7 +187,11 @@ async fn a_stopped_node_is_started_again_keeping_its_container_and_address() {
         .unwrap();
     fake.stop_container("c1-cp1");
     let dm = DockerMachine::test("cp1");
-    assert!(start_node(&ctx, &dm, "c1-cp1").await.unwrap());
+    assert!(
+        start_node(&ctx, &View::docker(dm.clone()), "c1-cp1")
+            .await
+            .unwrap()
+    );
     let after = fake
         .containers()
         .into_iter()
@@ -200,10 +205,14 @@ async fn a_stopped_node_is_started_again_keeping_its_container_and_address() {
             .contains(&Call::StartContainer("c1-cp1".into()))
     );
     assert!(
-        start_node(&ctx, &dm, "c1-cp1").await.unwrap(),
+        start_node(&ctx, &View::docker(dm.clone()), "c1-cp1")
+            .await
+            .unwrap(),
         "starting a running container succeeds"
     );
-    let err = start_node(&ctx, &dm, "c1-gone").await.unwrap_err();
+    let err = start_node(&ctx, &View::docker(dm.clone()), "c1-gone")
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().starts_with("start container c1-gone"),
         "{err}"

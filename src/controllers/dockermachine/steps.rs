@@ -73,7 +73,6 @@ mod tests {
     use crate::controllers::tasks::{TaskKind, TaskRegistry, TaskState};
     use crate::docker::FakeRuntime;
     use crate::docker::node::{NodeRole, NodeSpec, create_node};
-    use kube::runtime::reflector::ObjectRef;
 
     async fn running_node(fake: &FakeRuntime) -> String {
         fake.add_image("node:test");
@@ -90,7 +89,7 @@ mod tests {
     async fn run_task(fake: FakeRuntime, container: String) -> TaskState {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let tasks = TaskRegistry::new(tx);
-        let machine = ObjectRef::new("m1").within("default");
+        let machine = crate::controllers::kinds::MachineRef::docker("default", "m1");
         let runtime: Arc<dyn ContainerRuntime> = Arc::new(fake);
         tasks.start(&machine, "u", TaskKind::CGroups, "", |p| {
             wait_for_node(runtime, container, p)

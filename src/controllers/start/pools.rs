@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -33,16 +32,10 @@ pub(super) struct PoolEvents {
     pub(super) docker_machines: reflector::ReflectHandle<DockerMachine>,
 }
 
-/// The DockerMachinePool controller, its own watches and its readiness.
-pub(super) struct PoolController {
-    pub(super) task: ControllerTask,
-    pub(super) watches: BoxFuture<'static, ()>,
-    pub(super) ready: BoxFuture<'static, ()>,
-}
-
 /// Builds the DockerMachinePool controller: its own objects, MachinePools through their
 /// infrastructure reference, the DockerMachines it made (owner reference), and the Clusters of
-/// its MachinePools. `synced` are the shared watches it reads besides its own.
+/// its MachinePools, as one task with its own watches and its readiness. `synced` are the shared
+/// watches it reads besides its own.
 pub(super) fn pool_controller(
     ctx: Arc<Context>,
     (machine_pools, pools): (
@@ -52,7 +45,7 @@ pub(super) fn pool_controller(
     events: PoolEvents,
     mut synced: Vec<watch::Receiver<bool>>,
     stop: &CancellationToken,
-) -> PoolController {
+) -> ControllerTask {
     let manager = ctx.manager.clone();
     let pool_store = pools.reader.clone();
     let machine_pool_store = machine_pools.reader.clone();
@@ -100,30 +93,33 @@ pub(super) fn pool_controller(
             }),
         )
         .graceful_shutdown_on(stop.clone().cancelled_owned());
-    let (run_machine_pools, machine_pools_synced) = machine_pools.into_driver();
-    let (run_pools, pools_synced) = pools.into_driver();
-    synced.extend([machine_pools_synced, pools_synced]);
-    PoolController {
-        task: ControllerTask {
-            name: dockermachinepool::CONTROLLER,
-            future: drain(controller.run(
-                move |object, ctx| {
-                    queue.started(&object);
-                    dockermachinepool::reconcile(object, ctx)
-                },
-                dockermachinepool::error_policy,
-                ctx,
-            ))
-            .boxed(),
+    synced.extend([machine_pools.synced(), pools.synced()]);
+    let watches = futures::future::join(machine_pools.into_driver(), pools.into_driver());
+    let ready = ready_when_synced(
+        manager.readiness.clone(),
+        dockermachinepool::CONTROLLER,
+        synced,
+    );
+    let run = drain(controller.run(
+        move |object, ctx| {
+            queue.started(&object);
+            dockermachinepool::reconcile(object, ctx)
         },
-        watches: futures::future::join(run_machine_pools, run_pools)
-            .map(|_| ())
-            .boxed(),
-        ready: ready_when_synced(
-            manager.readiness.clone(),
-            dockermachinepool::CONTROLLER,
-            synced,
-        )
-        .boxed(),
+        dockermachinepool::error_policy,
+        ctx,
+    ));
+    let stop = stop.clone();
+    let future = async move {
+        let watches = async move {
+            tokio::select! {
+                _ = watches => tracing::warn!("The machine pool watches ended"),
+                () = stop.cancelled() => {}
+            }
+        };
+        futures::join!(watches, run, ready);
+    };
+    ControllerTask {
+        name: dockermachinepool::CONTROLLER,
+        future: future.boxed(),
     }
 }

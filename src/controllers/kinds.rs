@@ -1,0 +1,468 @@
+//! The kinds the cluster and machine reconcilers serve, and the one view they work on.
+//!
+//! CAPD's successor API (DevCluster, DevMachine) holds a DockerCluster's or a DockerMachine's
+//! settings under `spec.backend.docker`. Both generations are served by the same reconcilers: a
+//! [`ServedKind`] turns its object into a [`View`], a DockerCluster or DockerMachine with the
+//! object's metadata, spec and status, that also knows the object it came from. Decisions read
+//! the view as a Docker* object; status and spec writes and Events go to the real object, in its
+//! own kind and shape.
+//!
+//! A Dev* object that asks for another backend (`inMemory`) has no view: the reconcilers report
+//! it unsupported and do nothing else.
+
+use std::fmt::Debug;
+use std::ops::Deref;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+use kube::core::NamespaceResourceScope;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::apply::{apply_object, apply_status_unless_gone};
+use super::context::Context;
+use super::error::Result;
+use crate::api::v1beta2::{
+    DevCluster, DevMachine, DevMachineStatus, DockerCluster, DockerClusterStatus, DockerMachine,
+    DockerMachineStatus,
+};
+
+/// Which generation of the API an object belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Served {
+    /// DockerCluster, DockerMachine.
+    Docker,
+    /// DevCluster, DevMachine (docker backend).
+    Dev,
+}
+
+/// The name of a Dev* backend this provider does not implement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnsupportedBackend(pub &'static str);
+
+/// A Dev* object's backend, as named in its spec.
+fn backend_name(docker: bool, in_memory: bool) -> UnsupportedBackend {
+    match (docker, in_memory) {
+        (false, true) => UnsupportedBackend("inMemory"),
+        _ => UnsupportedBackend("none"),
+    }
+}
+
+/// An object a reconciler serves: its kind, and its docker view.
+pub trait ServedKind:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The Docker* shape of the view.
+    type Docker: Clone;
+    /// The generation of the API.
+    const SERVED: Served;
+    /// Name of the controller of this kind in metrics and logs.
+    const CONTROLLER: &'static str;
+
+    /// The object as its Docker* counterpart, or the backend it asks for when that is not
+    /// docker.
+    ///
+    /// # Errors
+    /// [`UnsupportedBackend`] for a Dev* object whose backend is not docker.
+    fn docker(&self) -> std::result::Result<Self::Docker, UnsupportedBackend>;
+
+    /// The [`View`] reconcilers work on.
+    ///
+    /// # Errors
+    /// As [`ServedKind::docker`].
+    fn view(&self) -> std::result::Result<View<Self::Docker>, UnsupportedBackend> {
+        Ok(View {
+            inner: self.docker()?,
+            served: Self::SERVED,
+            reference: self.object_ref(&()),
+        })
+    }
+}
+
+impl ServedKind for DockerCluster {
+    type Docker = DockerCluster;
+    const SERVED: Served = Served::Docker;
+    const CONTROLLER: &'static str = super::dockercluster::CONTROLLER;
+
+    fn docker(&self) -> std::result::Result<DockerCluster, UnsupportedBackend> {
+        Ok(self.clone())
+    }
+}
+
+impl ServedKind for DevCluster {
+    type Docker = DockerCluster;
+    const SERVED: Served = Served::Dev;
+    const CONTROLLER: &'static str = super::dockercluster::DEV_CONTROLLER;
+
+    fn docker(&self) -> std::result::Result<DockerCluster, UnsupportedBackend> {
+        let backend = &self.spec.backend;
+        let spec = self
+            .spec
+            .docker()
+            .ok_or_else(|| backend_name(backend.docker.is_some(), backend.in_memory.is_some()))?;
+        Ok(DockerCluster {
+            metadata: self.metadata.clone(),
+            spec,
+            status: self.status.clone(),
+        })
+    }
+}
+
+impl ServedKind for DockerMachine {
+    type Docker = DockerMachine;
+    const SERVED: Served = Served::Docker;
+    const CONTROLLER: &'static str = super::dockermachine::CONTROLLER;
+
+    fn docker(&self) -> std::result::Result<DockerMachine, UnsupportedBackend> {
+        Ok(self.clone())
+    }
+}
+
+impl ServedKind for DevMachine {
+    type Docker = DockerMachine;
+    const SERVED: Served = Served::Dev;
+    const CONTROLLER: &'static str = super::dockermachine::DEV_CONTROLLER;
+
+    fn docker(&self) -> std::result::Result<DockerMachine, UnsupportedBackend> {
+        let backend = &self.spec.backend;
+        let spec = self
+            .spec
+            .docker()
+            .ok_or_else(|| backend_name(backend.docker.is_some(), backend.in_memory.is_some()))?;
+        Ok(DockerMachine {
+            metadata: self.metadata.clone(),
+            spec,
+            status: self.status.as_ref().map(DockerMachineStatus::from),
+        })
+    }
+}
+
+/// A served object as its Docker* counterpart, with the identity of the real object.
+#[derive(Clone, Debug)]
+pub struct View<T> {
+    inner: T,
+    served: Served,
+    reference: ObjectReference,
+}
+
+/// A DockerCluster or a DevCluster, as a DockerCluster.
+pub type ClusterView = View<DockerCluster>;
+
+/// A DockerMachine or a DevMachine, as a DockerMachine.
+pub type MachineView = View<DockerMachine>;
+
+impl<T> Deref for View<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.inner
+    }
+}
+
+impl<T: Resource<DynamicType = ()>> View<T> {
+    /// The view of a Docker* object (for tests and callers that only have the Docker kind).
+    pub fn docker(inner: T) -> Self {
+        let reference = inner.object_ref(&());
+        Self {
+            inner,
+            served: Served::Docker,
+            reference,
+        }
+    }
+}
+
+impl<T> View<T> {
+    /// The generation of the API of the real object.
+    pub fn served(&self) -> Served {
+        self.served
+    }
+
+    /// The real object's reference (its kind, apiVersion, name, namespace and uid).
+    pub fn reference(&self) -> &ObjectReference {
+        &self.reference
+    }
+
+    /// The real object's kind.
+    pub fn kind(&self) -> &str {
+        self.reference.kind.as_deref().unwrap_or_default()
+    }
+
+    fn namespace(&self) -> String {
+        self.reference.namespace.clone().unwrap_or_default()
+    }
+
+    fn name(&self) -> String {
+        self.reference.name.clone().unwrap_or_default()
+    }
+
+    /// A server-side apply body for the real object, carrying `field: value`.
+    fn body(&self, field: &str, value: Value) -> Value {
+        let mut body = serde_json::json!({
+            "apiVersion": self.reference.api_version,
+            "kind": self.reference.kind,
+        });
+        if let Value::Object(map) = &mut body {
+            map.insert(field.to_string(), value);
+        }
+        body
+    }
+}
+
+impl ClusterView {
+    /// Applies `status` to the real object (a DevCluster's status has a DockerCluster's shape);
+    /// returns whether it was written (false when the object is gone).
+    ///
+    /// # Errors
+    /// [`super::Error::Kube`] when the API server refuses.
+    pub async fn apply_status(&self, ctx: &Context, status: &DockerClusterStatus) -> Result<bool> {
+        let (namespace, name) = (self.namespace(), self.name());
+        match self.served {
+            Served::Docker => {
+                apply_status_unless_gone(&ctx.api::<DockerCluster>(&namespace), &name, status).await
+            }
+            Served::Dev => {
+                apply_status_unless_gone(&ctx.api::<DevCluster>(&namespace), &name, status).await
+            }
+        }
+    }
+
+    /// Applies `spec` fields that sit at the same place in both kinds (the control plane
+    /// endpoint) to the real object.
+    ///
+    /// # Errors
+    /// [`super::Error::Kube`] when the API server refuses.
+    pub async fn apply_spec(&self, ctx: &Context, spec: Value) -> Result<()> {
+        let (namespace, name) = (self.namespace(), self.name());
+        let body = self.body("spec", spec);
+        match self.served {
+            Served::Docker => {
+                apply_object(&ctx.api::<DockerCluster>(&namespace), &name, body).await?;
+            }
+            Served::Dev => {
+                apply_object(&ctx.api::<DevCluster>(&namespace), &name, body).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl MachineView {
+    /// Applies `status` to the real object, in its kind's shape (a DevMachine keeps
+    /// `loadBalancerConfigured` under `status.backend.docker`); returns whether it was written
+    /// (false when the object is gone).
+    ///
+    /// # Errors
+    /// [`super::Error::Kube`] when the API server refuses.
+    pub async fn apply_status(&self, ctx: &Context, status: &DockerMachineStatus) -> Result<bool> {
+        let (namespace, name) = (self.namespace(), self.name());
+        match self.served {
+            Served::Docker => {
+                apply_status_unless_gone(&ctx.api::<DockerMachine>(&namespace), &name, status).await
+            }
+            Served::Dev => {
+                apply_status_unless_gone(
+                    &ctx.api::<DevMachine>(&namespace),
+                    &name,
+                    &DevMachineStatus::from(status),
+                )
+                .await
+            }
+        }
+    }
+
+    /// Applies the owned parts of the main resource (`metadata` annotations, `spec.providerID`:
+    /// at the same place in both kinds), given as the fields of an apply body.
+    ///
+    /// # Errors
+    /// [`super::Error::Kube`] when the API server refuses.
+    pub async fn apply_owned(
+        &self,
+        ctx: &Context,
+        fields: serde_json::Map<String, Value>,
+    ) -> Result<()> {
+        let (namespace, name) = (self.namespace(), self.name());
+        let mut body = self.body("metadata", Value::Null);
+        if let Value::Object(map) = &mut body {
+            map.remove("metadata");
+            map.extend(fields);
+        }
+        match self.served {
+            Served::Docker => {
+                apply_object(&ctx.api::<DockerMachine>(&namespace), &name, body).await?;
+            }
+            Served::Dev => {
+                apply_object(&ctx.api::<DevMachine>(&namespace), &name, body).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The key of this machine in the task registry and on the trigger channel.
+    pub fn key(&self) -> MachineRef {
+        MachineRef {
+            served: self.served,
+            namespace: self.namespace(),
+            name: self.name(),
+        }
+    }
+}
+
+/// A machine as the task registry and the controllers' trigger channel know it: its
+/// generation of the API, namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MachineRef {
+    /// DockerMachine or DevMachine.
+    pub served: Served,
+    /// Namespace of the object.
+    pub namespace: String,
+    /// Name of the object.
+    pub name: String,
+}
+
+impl MachineRef {
+    /// A DockerMachine's key.
+    pub fn docker(namespace: &str, name: &str) -> Self {
+        Self {
+            served: Served::Docker,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// The reference of the object in the controller of its kind.
+    pub fn object_ref<K: Resource<DynamicType = ()>>(
+        &self,
+    ) -> kube::runtime::reflector::ObjectRef<K> {
+        kube::runtime::reflector::ObjectRef::new(&self.name).within(&self.namespace)
+    }
+}
+
+impl std::fmt::Display for MachineRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.served {
+            Served::Docker => "DockerMachine",
+            Served::Dev => "DevMachine",
+        };
+        write!(f, "{kind}/{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What an Event is published on: any object of ours, or a view (whose Events go to the real
+/// object).
+pub trait Recorded {
+    /// The object's reference.
+    fn reference(&self) -> ObjectReference;
+}
+
+impl<K: Resource<DynamicType = ()>> Recorded for K {
+    fn reference(&self) -> ObjectReference {
+        self.object_ref(&())
+    }
+}
+
+impl<T> Recorded for View<T> {
+    fn reference(&self) -> ObjectReference {
+        self.reference.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v1beta2::{
+        DevClusterBackendSpec, DevClusterSpec, DevMachineBackendSpec, DevMachineSpec,
+        DockerClusterBackendSpec, DockerMachineBackendSpec, FailureDomain,
+        InMemoryClusterBackendSpec,
+    };
+
+    fn dev_cluster(backend: DevClusterBackendSpec) -> DevCluster {
+        let mut object = DevCluster::new(
+            "c1",
+            DevClusterSpec {
+                control_plane_endpoint: Default::default(),
+                backend,
+            },
+        );
+        object.metadata.namespace = Some("ns".into());
+        object
+    }
+
+    #[test]
+    fn a_docker_backend_dev_cluster_is_viewed_as_a_docker_cluster_with_its_own_identity() {
+        let object = dev_cluster(DevClusterBackendSpec {
+            docker: Some(DockerClusterBackendSpec {
+                failure_domains: vec![FailureDomain {
+                    name: "fd1".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            in_memory: None,
+        });
+        let view = object.view().expect("docker backend");
+        assert_eq!(view.spec.failure_domains[0].name, "fd1");
+        assert_eq!(view.metadata.name.as_deref(), Some("c1"));
+        assert_eq!(view.kind(), "DevCluster");
+        assert_eq!(view.served(), Served::Dev);
+        assert_eq!(
+            Recorded::reference(&view).api_version.as_deref(),
+            Some("infrastructure.cluster.x-k8s.io/v1beta2")
+        );
+    }
+
+    #[test]
+    fn an_in_memory_dev_object_has_no_view() {
+        let object = dev_cluster(DevClusterBackendSpec {
+            docker: None,
+            in_memory: Some(InMemoryClusterBackendSpec {}),
+        });
+        assert_eq!(object.view().err(), Some(UnsupportedBackend("inMemory")));
+        let machine = DevMachine::new(
+            "m1",
+            DevMachineSpec {
+                provider_id: String::new(),
+                backend: DevMachineBackendSpec::default(),
+            },
+        );
+        assert_eq!(machine.view().err(), Some(UnsupportedBackend("none")));
+    }
+
+    #[test]
+    fn a_dev_machine_view_reads_its_docker_settings_and_load_balancer_flag() {
+        let mut object = DevMachine::new(
+            "m1",
+            DevMachineSpec {
+                provider_id: "docker:////c1-m1".into(),
+                backend: DevMachineBackendSpec {
+                    docker: Some(DockerMachineBackendSpec {
+                        custom_image: "kindest/node:v1.34.0".into(),
+                        ..Default::default()
+                    }),
+                    in_memory: None,
+                },
+            },
+        );
+        let docker_status = DockerMachineStatus {
+            load_balancer_configured: true,
+            ..Default::default()
+        };
+        object.status = Some(DevMachineStatus::from(&docker_status));
+        let view = object.view().expect("docker backend");
+        assert_eq!(view.spec.custom_image, "kindest/node:v1.34.0");
+        assert_eq!(view.spec.provider_id, "docker:////c1-m1");
+        assert!(
+            view.status
+                .as_ref()
+                .is_some_and(|s| s.load_balancer_configured)
+        );
+        assert_eq!(view.key().to_string(), "DevMachine//m1");
+    }
+}
