@@ -44,7 +44,58 @@ pub fn kinds() -> Vec<ApiResource> {
         infra("DockerMachine"),
         infra("DockerMachinePool"),
         infra("DockerMachineTemplate"),
+        infra("DevCluster"),
+        infra("DevMachine"),
     ]
+}
+
+/// The generation of infrastructure kinds a scenario makes: both are served by the same
+/// reconcilers, so a scenario can run with either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InfraKinds {
+    /// DockerCluster and DockerMachine.
+    Docker,
+    /// DevCluster and DevMachine with `spec.backend.docker`.
+    Dev,
+}
+
+impl InfraKinds {
+    /// The infrastructure cluster kind.
+    pub fn cluster(self) -> &'static str {
+        match self {
+            Self::Docker => "DockerCluster",
+            Self::Dev => "DevCluster",
+        }
+    }
+
+    /// The infrastructure machine kind.
+    pub fn machine(self) -> &'static str {
+        match self {
+            Self::Docker => "DockerMachine",
+            Self::Dev => "DevMachine",
+        }
+    }
+
+    /// A spec in this generation's shape: Docker* settings move under `backend.docker` (all of
+    /// them but `keep`, which stay at the top: the endpoint, the provider ID).
+    pub fn spec(self, docker_spec: Value, keep: &[&str]) -> Value {
+        match self {
+            Self::Docker => docker_spec,
+            Self::Dev => {
+                let mut top = serde_json::Map::new();
+                let mut backend = serde_json::Map::new();
+                for (key, value) in docker_spec.as_object().cloned().unwrap_or_default() {
+                    if keep.contains(&key.as_str()) {
+                        top.insert(key, value);
+                    } else {
+                        backend.insert(key, value);
+                    }
+                }
+                top.insert("backend".into(), json!({"docker": backend}));
+                Value::Object(top)
+            }
+        }
+    }
 }
 
 /// A controller owner reference to `object` of Cluster API kind `kind`.
@@ -124,7 +175,12 @@ impl Env {
         labels
     }
 
-    /// Creates a Cluster pointing to the DockerCluster of the same name.
+    /// Switches the environment to the Dev* kinds (before it makes any object).
+    pub fn use_dev_kinds(&mut self) {
+        self.kinds = InfraKinds::Dev;
+    }
+
+    /// Creates a Cluster pointing to the DockerCluster (or DevCluster) of the same name.
     pub async fn create_cluster(&self, name: &str, paused: bool) -> DynamicObject {
         self.create(
             &capi("Cluster"),
@@ -134,7 +190,7 @@ impl Env {
                 "metadata": {"name": name, "labels": self.labels(name)},
                 "spec": {
                     "paused": paused,
-                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": name},
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": self.kinds.cluster(), "name": name},
                     "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": name}
                 }
             }),
@@ -169,11 +225,13 @@ impl Env {
         if let (Some(body), Some(extra)) = (body.as_object_mut(), spec.as_object()) {
             body.extend(extra.clone());
         }
+        let body = self.kinds.spec(body, &["controlPlaneEndpoint"]);
+        let kind = self.kinds.cluster();
         self.create(
-            &infra("DockerCluster"),
+            &infra(kind),
             json!({
                 "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                "kind": "DockerCluster",
+                "kind": kind,
                 "metadata": {
                     "name": name,
                     "labels": self.labels(&name),
@@ -247,7 +305,7 @@ impl Env {
             "clusterName": cluster,
             "version": "v1.31.0",
             "bootstrap": bootstrap,
-            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": name}
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": self.kinds.machine(), "name": name}
         });
         if let Some(fd) = &spec.failure_domain {
             machine_spec["failureDomain"] = json!(fd);
@@ -279,12 +337,14 @@ impl Env {
         if !spec.preload_images.is_empty() {
             docker_machine_spec["preLoadImages"] = json!(spec.preload_images);
         }
+        let docker_machine_spec = self.kinds.spec(docker_machine_spec, &["providerID"]);
+        let kind = self.kinds.machine();
         let docker_machine = self
             .create(
-                &infra("DockerMachine"),
+                &infra(kind),
                 json!({
                     "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                    "kind": "DockerMachine",
+                    "kind": kind,
                     "metadata": {
                         "name": name,
                         "labels": labels,
@@ -312,8 +372,9 @@ impl Env {
     /// Plays core at the end of a Machine's deletion: deletes the DockerMachine, waits until it is
     /// gone (our finalizer released), then releases the Machine.
     pub async fn finish_machine_deletion(&self, name: &str, timeout: Duration) {
-        self.delete(&infra("DockerMachine"), name).await;
-        self.wait_gone(&infra("DockerMachine"), name, timeout).await;
+        let kind = infra(self.kinds.machine());
+        self.delete(&kind, name).await;
+        self.wait_gone(&kind, name, timeout).await;
         self.release_machine(name, timeout).await;
     }
 
@@ -358,9 +419,9 @@ impl Env {
         for (_, name) in &names {
             self.finish_machine_deletion(name, timeout).await;
         }
-        self.delete(&infra("DockerCluster"), cluster).await;
-        self.wait_gone(&infra("DockerCluster"), cluster, timeout)
-            .await;
+        let kind = infra(self.kinds.cluster());
+        self.delete(&kind, cluster).await;
+        self.wait_gone(&kind, cluster, timeout).await;
         self.delete(&capi("Cluster"), cluster).await;
         self.wait_gone(&capi("Cluster"), cluster, timeout).await;
     }
@@ -413,7 +474,7 @@ impl Env {
         timeout: Duration,
     ) -> DynamicObject {
         eventually(timeout, "the DockerCluster to be provisioned", || async {
-            let dc = self.get(&infra("DockerCluster"), name).await?;
+            let dc = self.get(&infra(self.kinds.cluster()), name).await?;
             (dc.data["status"]["initialization"]["provisioned"] == json!(true)
                 && dc.data["spec"]["controlPlaneEndpoint"]["host"].is_string())
             .then_some(dc)
@@ -427,7 +488,7 @@ impl Env {
             timeout,
             &format!("DockerMachine {name} to be provisioned"),
             || async {
-                let dm = self.get(&infra("DockerMachine"), name).await?;
+                let dm = self.get(&infra(self.kinds.machine()), name).await?;
                 provisioned(&dm).then_some(dm)
             },
         )

@@ -92,6 +92,9 @@ pub struct Env {
     /// The `cluster.x-k8s.io/watch-filter` value of this environment's manager and objects
     /// (against an existing cluster, so that parallel scenarios leave each other alone).
     pub watch_filter: Option<String>,
+    /// The infrastructure kinds the suite makes: Docker* (the default) or Dev* with the docker
+    /// backend ([`Env::use_dev_kinds`]).
+    pub kinds: crate::core::InfraKinds,
     pub(crate) manager: Option<Manager>,
     /// The manager image, when the manager runs as shipped ([`crate::shipped`]).
     pub(crate) shipped_image: Option<String>,
@@ -192,6 +195,7 @@ impl Env {
             network: unique(&format!("capdit-{test}-")),
             images,
             watch_filter,
+            kinds: crate::core::InfraKinds::Docker,
             manager: None,
             shipped_image,
             extra_args,

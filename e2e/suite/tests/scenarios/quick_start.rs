@@ -1,5 +1,6 @@
 //! Scenario 1 (quick start: one control plane and one worker) and scenario 7 (deleting the
-//! cluster the way core does leaves nothing behind).
+//! cluster the way core does leaves nothing behind), with DockerCluster and DockerMachines here
+//! and with DevCluster and DevMachines in `dev_kinds`.
 
 use std::time::{Duration, Instant};
 
@@ -11,8 +12,13 @@ use crate::PROVISION;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_start_then_deletion_leaves_nothing_behind() {
-    let mut env = Env::scenario("quick", &[]).await;
+    quick_start(Env::scenario("quick", &[]).await).await;
+}
+
+/// The quick start in `env`, with the kinds it is set to (Docker* or Dev*).
+pub async fn quick_start(mut env: Env) {
     let name = env.cluster_name();
+    let (cluster_kind, machine_kind) = (env.kinds.cluster(), env.kinds.machine());
     let (cp, worker) = (format!("{name}-cp"), format!("{name}-md"));
 
     // What `clusterctl generate cluster` + core would create, all at once.
@@ -78,6 +84,13 @@ async fn quick_start_then_deletion_leaves_nothing_behind() {
         dc.data["status"]["failureDomains"],
         json!([{"name": "fd-a", "controlPlane": true}, {"name": "fd-b"}])
     );
+    let events = env.events_about(cluster_kind, &name).await;
+    assert!(
+        events
+            .iter()
+            .any(|(t, r, _)| t == "Normal" && r == "Provisioned"),
+        "Provisioned event on the {cluster_kind}: {events:?}"
+    );
     let port = published_port(&lb, 6443).expect("the load balancer publishes 6443");
     let answer = https_get_until(port, "/healthz", Duration::from_secs(30), |a| {
         a.status == 200
@@ -107,7 +120,7 @@ async fn quick_start_then_deletion_leaves_nothing_behind() {
         assert_eq!(kubeadm_runs(container), 1, "{container} bootstrapped once");
         assert_eq!(condition_state(dm, "Ready").unwrap().0, "True");
         let events = env
-            .events_about("DockerMachine", dm.metadata.name.as_deref().unwrap())
+            .events_about(machine_kind, dm.metadata.name.as_deref().unwrap())
             .await;
         for reason in ["ContainerProvisioned", "BootstrapCompleted"] {
             assert!(
@@ -116,6 +129,16 @@ async fn quick_start_then_deletion_leaves_nothing_behind() {
             );
         }
     }
+    // The control plane's registration in the load balancer, where each kind records it.
+    let registered = match env.kinds {
+        InfraKinds::Docker => &cp_dm.data["status"]["loadBalancerConfigured"],
+        InfraKinds::Dev => &cp_dm.data["status"]["backend"]["docker"]["loadBalancerConfigured"],
+    };
+    assert_eq!(
+        registered,
+        &json!(true),
+        "{cp} registered in the load balancer"
+    );
     assert_eq!(
         cluster_containers(&name),
         vec![cp.clone(), lb.clone(), worker.clone()]
