@@ -248,7 +248,10 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         ("dockermachines", "devmachines"),
         ("dockermachines/status", "devmachines/status"),
         ("dockermachinetemplates", "devmachinetemplates"),
-        ("dockermachinetemplates/status", "devmachinetemplates/status"),
+        (
+            "dockermachinetemplates/status",
+            "devmachinetemplates/status",
+        ),
         ("dockerclustertemplates", "devclustertemplates"),
     ] {
         let mut expected = verbs(role, infra, docker);

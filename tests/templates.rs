@@ -22,9 +22,11 @@ fn the_expected_templates_ship() {
     assert_eq!(
         template_files(),
         [
+            "cluster-template-development-dev.yaml",
             "cluster-template-development-mp.yaml",
             "cluster-template-development.yaml",
             "cluster-template.yaml",
+            "clusterclass-quick-start-dev.yaml",
             CLUSTERCLASS
         ]
     );
@@ -104,12 +106,17 @@ fn rendering_without_values_names_every_missing_variable() {
         ),
         Err(SubstError::Missing(vec!["KUBERNETES_VERSION".into()]))
     );
-    // clusterctl renders the ClusterClass with the cluster's variables: it must need none.
-    assert_eq!(
-        envsubst::variables(&template_text(CLUSTERCLASS)).unwrap(),
-        [],
-        "{CLUSTERCLASS} must not use variables"
-    );
+    // clusterctl renders a ClusterClass with the cluster's variables: it must need none.
+    for file in template_files()
+        .iter()
+        .filter(|f| f.starts_with("clusterclass-"))
+    {
+        assert_eq!(
+            envsubst::variables(&template_text(file)).unwrap(),
+            [],
+            "{file} must not use variables"
+        );
+    }
 }
 
 #[test]
@@ -364,6 +371,20 @@ fn mistakes_in_a_rendered_template_are_reported() {
     assert!(
         misplaced[0].starts_with("spec.template.spec.customImage: unknown field"),
         "{misplaced:?}"
+    );
+
+    // The same on a DevMachineTemplate: Docker settings belong under `backend.docker`.
+    let outside_backend = problems_after_edit(
+        "cluster-template-development-dev.yaml",
+        "      backend:\n        docker:\n          # The image",
+        "      customImage: kindest/node:v1.34.0\n      backend:\n        docker:\n          # The image",
+        "DevMachineTemplate",
+        "demo-control-plane",
+    );
+    assert_eq!(outside_backend.len(), 1, "{outside_backend:?}");
+    assert!(
+        outside_backend[0].starts_with("spec.template.spec.customImage: unknown field"),
+        "{outside_backend:?}"
     );
 
     if skip_capi("mistakes_in_a_rendered_template_are_reported") {
