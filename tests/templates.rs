@@ -359,33 +359,31 @@ fn mistakes_in_a_rendered_template_are_reported() {
     assert_eq!(missing[0], "spec.template: required field is missing");
     assert!(missing[1].starts_with("spec.templat: unknown field"));
     // An instance setting written where a DockerMachineTemplate (or CAPD 1.14's
-    // DevMachinePoolTemplate) has it, not under the pool's `template`.
-    let misplaced = problems_after_edit(
-        CLUSTERCLASS,
-        "      template: {}",
-        "      customImage: kindest/node:v1.34.0",
-        "DockerMachinePoolTemplate",
-        "quick-start-default-worker-machinepooltemplate",
-    );
-    assert_eq!(misplaced.len(), 1, "{misplaced:?}");
-    assert!(
-        misplaced[0].starts_with("spec.template.spec.customImage: unknown field"),
-        "{misplaced:?}"
-    );
-
-    // The same on a DevMachineTemplate: Docker settings belong under `backend.docker`.
-    let outside_backend = problems_after_edit(
-        "cluster-template-development-dev.yaml",
-        "      backend:\n        docker:\n          # The image",
-        "      customImage: kindest/node:v1.34.0\n      backend:\n        docker:\n          # The image",
-        "DevMachineTemplate",
-        "demo-control-plane",
-    );
-    assert_eq!(outside_backend.len(), 1, "{outside_backend:?}");
-    assert!(
-        outside_backend[0].starts_with("spec.template.spec.customImage: unknown field"),
-        "{outside_backend:?}"
-    );
+    // DevMachinePoolTemplate) has it, not under the pool's `template`; a Docker setting outside a
+    // DevMachineTemplate's `backend.docker`.
+    for (file, from, to, kind, name) in [
+        (
+            CLUSTERCLASS,
+            "      template: {}",
+            "      customImage: kindest/node:v1.34.0",
+            "DockerMachinePoolTemplate",
+            "quick-start-default-worker-machinepooltemplate",
+        ),
+        (
+            "cluster-template-development-dev.yaml",
+            "      backend:\n        docker:\n          # The image",
+            "      customImage: kindest/node:v1.34.0\n      backend:\n        docker:\n          # The image",
+            "DevMachineTemplate",
+            "demo-control-plane",
+        ),
+    ] {
+        let misplaced = problems_after_edit(file, from, to, kind, name);
+        assert_eq!(misplaced.len(), 1, "{kind}: {misplaced:?}");
+        assert!(
+            misplaced[0].starts_with("spec.template.spec.customImage: unknown field"),
+            "{kind}: {misplaced:?}"
+        );
+    }
 
     if skip_capi("mistakes_in_a_rendered_template_are_reported") {
         return;

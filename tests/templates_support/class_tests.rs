@@ -187,6 +187,14 @@ pub(super) fn patched_objects(
     patches::apply(class, cluster, &objects).unwrap_or_else(|e| panic!("patching failed: {e}"))
 }
 
+/// The role and kind of each patched template, in the class's order.
+pub(super) fn roles(patched: &[patches::Patched]) -> Vec<(&str, &str)> {
+    patched
+        .iter()
+        .map(|p| (p.role.as_str(), str_at(&p.object, "/kind")))
+        .collect()
+}
+
 pub(super) fn of<'a>(patched: &'a [patches::Patched], role: &str, kind: &str) -> &'a Value {
     &patched
         .iter()
