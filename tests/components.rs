@@ -177,6 +177,16 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         (infra, "dockermachines", "delete"),
         (infra, "dockermachinepooltemplates", "watch"),
         (infra, "dockermachinepooltemplates/status", "patch"),
+        // DevCluster, DevMachine (docker backend) and DevMachineTemplate capacity, through the
+        // Docker kinds' reconcilers.
+        (infra, "devclusters", "watch"),
+        (infra, "devclusters", "patch"),
+        (infra, "devclusters/status", "patch"),
+        (infra, "devmachines", "watch"),
+        (infra, "devmachines", "patch"),
+        (infra, "devmachines/status", "patch"),
+        (infra, "devmachinetemplates", "watch"),
+        (infra, "devmachinetemplates/status", "patch"),
         ("cluster.x-k8s.io", "clusters", "watch"),
         ("cluster.x-k8s.io", "machines", "list"),
         ("cluster.x-k8s.io", "machinepools", "watch"),
@@ -206,6 +216,13 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         (infra, "dockermachinepools", "delete"),
         (infra, "dockermachinetemplates", "patch"),
         (infra, "dockermachinepooltemplates", "patch"),
+        // No pool makes DevMachines, and the manager never reads a cluster template.
+        (infra, "devmachines", "create"),
+        (infra, "devmachines", "delete"),
+        (infra, "devclusters", "delete"),
+        (infra, "devmachinetemplates", "patch"),
+        (infra, "dockerclustertemplates", "get"),
+        (infra, "devclustertemplates", "get"),
         ("cluster.x-k8s.io", "machines", "patch"),
         ("cluster.x-k8s.io", "machinepools", "patch"),
         ("cluster.x-k8s.io", "machinepools", "delete"),
@@ -221,6 +238,30 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         assert!(
             !allows(role, group, resource, verb),
             "manager role grants {verb} {group}/{resource}"
+        );
+    }
+    // A Dev kind gets exactly what its Docker twin gets, but the pool controller's DockerMachine
+    // create and delete.
+    for (docker, dev) in [
+        ("dockerclusters", "devclusters"),
+        ("dockerclusters/status", "devclusters/status"),
+        ("dockermachines", "devmachines"),
+        ("dockermachines/status", "devmachines/status"),
+        ("dockermachinetemplates", "devmachinetemplates"),
+        (
+            "dockermachinetemplates/status",
+            "devmachinetemplates/status",
+        ),
+        ("dockerclustertemplates", "devclustertemplates"),
+    ] {
+        let mut expected = verbs(role, infra, docker);
+        if docker == "dockermachines" {
+            expected.retain(|v| !["create", "delete"].contains(v));
+        }
+        assert_eq!(
+            verbs(role, infra, dev),
+            expected,
+            "manager role: {dev} and {docker}"
         );
     }
     for rule in role["rules"].as_array().expect("rules") {

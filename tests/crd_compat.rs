@@ -62,6 +62,8 @@ const ADDED: &[(&str, &str)] = &[
     // The machine's failure domain reported in status (issue: "addresses and failure domain
     // reported"), as later CAPD releases do; v1beta2 only (v1beta1 keeps it in conversion data).
     ("DockerMachine", ".status.failureDomain"),
+    // The same on DevMachine, whose docker backend is served by the DockerMachine reconciler.
+    ("DevMachine", ".status.failureDomain"),
     // Autoscaling from zero for MachinePools (issue 12): the pool template reports the capacity
     // of one machine, as DockerMachineTemplate does. CAPD 1.12's pool template has no status.
     ("DockerMachinePoolTemplate", ".status"),
@@ -356,8 +358,9 @@ fn generated_crds_match_capd_release_1_12() {
     );
 }
 
-fn reference_machine_crd() -> Option<Value> {
-    let path = Path::new(REFERENCE).join("infrastructure.cluster.x-k8s.io_dockermachines.yaml");
+/// CAPD's CRD of `plural`; `None` without the reference.
+fn reference_crd(plural: &str) -> Option<Value> {
+    let path = Path::new(REFERENCE).join(format!("infrastructure.cluster.x-k8s.io_{plural}.yaml"));
     let text = std::fs::read_to_string(path).ok()?;
     serde_saphyr::from_str(&text).ok()
 }
@@ -365,7 +368,7 @@ fn reference_machine_crd() -> Option<Value> {
 /// CAPD's DockerMachine CRD and ours, checked to match; `None` (with a message) without the
 /// reference.
 fn machine_baseline() -> Option<(Value, Value, Vec<String>)> {
-    let Some(reference) = reference_machine_crd() else {
+    let Some(reference) = reference_crd("dockermachines") else {
         println!("SKIPPED: reference CRDs not found at {REFERENCE}");
         return None;
     };
@@ -536,4 +539,39 @@ fn the_pool_template_adds_exactly_its_capacity_status() {
         problems.iter().any(|p| p.contains("subresources")),
         "{problems:?}"
     );
+}
+
+#[test]
+fn the_dev_kinds_match_capd_with_no_retired_versions() {
+    let ours = our_crds();
+    for (kind, plural) in [
+        ("DevCluster", "devclusters"),
+        ("DevClusterTemplate", "devclustertemplates"),
+        ("DevMachine", "devmachines"),
+        ("DevMachineTemplate", "devmachinetemplates"),
+    ] {
+        let Some(reference) = reference_crd(plural) else {
+            println!("SKIPPED: reference CRDs not found at {REFERENCE}");
+            return;
+        };
+        let (problems, unserved) = compare_crd(&reference, &ours[kind]);
+        assert!(problems.is_empty(), "{kind}: {problems:?}");
+        // CAPD introduced the Dev kinds in v1beta1: no v1alpha3/v1alpha4 to keep unserved.
+        assert!(unserved.is_empty(), "{kind}: {unserved:?}");
+        let versions: Vec<(&str, bool)> = ours[kind]["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (v["name"].as_str().unwrap(), v["storage"] == true))
+            .collect();
+        assert_eq!(versions, [("v1beta1", false), ("v1beta2", true)], "{kind}");
+    }
+
+    // DevMachine adds status.failureDomain in v1beta2 only, as DockerMachine does.
+    let machine = &ours["DevMachine"]["spec"]["versions"];
+    let status = |i: usize| {
+        machine[i]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"].clone()
+    };
+    assert!(status(0).get("failureDomain").is_none(), "v1beta1");
+    assert_eq!(status(1)["failureDomain"]["type"], "string", "v1beta2");
 }

@@ -1,8 +1,9 @@
 //! Our CRDs replace CAPD 1.12's in place on an installation that once stored objects in the
-//! retired versions: for each of our kinds, CAPD's CRD is installed, an object stored, and
-//! `status.storedVersions` set to every version CAPD's CRD lists (as an installation upgraded
-//! since `v1alpha3` has it). The API server refuses a CRD that drops one of those versions; ours
-//! keeps them, unserved, so it is accepted and the object still reads back.
+//! retired versions: for each of our kinds (the Dev kinds, which CAPD introduced in v1beta1, have
+//! none), CAPD's CRD is installed, an object stored, and `status.storedVersions` set to every
+//! version CAPD's CRD lists (as an installation upgraded since `v1alpha3` has it). The API server
+//! refuses a CRD that drops one of those versions; ours keeps them, unserved, so it is accepted
+//! and the object still reads back.
 //!
 //! Runs against the test API server, which applies kube-apiserver's storedVersions rule. Reads
 //! `../shared/reference/crds/capd-release-1.12/`; skips with a message when it is absent.
@@ -48,6 +49,15 @@ fn sample_spec(kind: &str) -> Value {
         "DockerMachinePool" => json!({"template": {"customImage": IMAGE}}),
         "DockerMachinePoolTemplate" => {
             json!({"template": {"spec": {"template": {"customImage": IMAGE}}}})
+        }
+        "DevCluster" => {
+            json!({"backend": {"docker": {"loadBalancer": {"imageTag": "v20230510-486859a6"}}}})
+        }
+        "DevClusterTemplate" => json!({"template": {"spec": {"backend": {"docker": {
+            "loadBalancer": {"imageTag": "v20230510-486859a6"}}}}}}),
+        "DevMachine" => json!({"backend": {"docker": {"customImage": IMAGE}}}),
+        "DevMachineTemplate" => {
+            json!({"template": {"spec": {"backend": {"docker": {"customImage": IMAGE}}}}})
         }
         _ => json!({}),
     }
@@ -192,9 +202,11 @@ async fn our_crds_replace_capd_crds_that_list_retired_stored_versions() {
         "refused without the retired versions: {}",
         refused.join(", ")
     );
-    // The negative half ran: CAPD 1.12 lists retired versions for the Docker kinds.
+    // The negative half ran: CAPD 1.12 lists retired versions for the Docker kinds; the Dev kinds
+    // have none, so their takeover never needs them.
     assert!(
         refused.contains(&"DockerMachine v1alpha3".to_string()),
         "{refused:?}"
     );
+    assert!(!refused.iter().any(|r| r.starts_with("Dev")), "{refused:?}");
 }

@@ -22,9 +22,11 @@ fn the_expected_templates_ship() {
     assert_eq!(
         template_files(),
         [
+            "cluster-template-development-dev.yaml",
             "cluster-template-development-mp.yaml",
             "cluster-template-development.yaml",
             "cluster-template.yaml",
+            "clusterclass-quick-start-dev.yaml",
             CLUSTERCLASS
         ]
     );
@@ -104,12 +106,17 @@ fn rendering_without_values_names_every_missing_variable() {
         ),
         Err(SubstError::Missing(vec!["KUBERNETES_VERSION".into()]))
     );
-    // clusterctl renders the ClusterClass with the cluster's variables: it must need none.
-    assert_eq!(
-        envsubst::variables(&template_text(CLUSTERCLASS)).unwrap(),
-        [],
-        "{CLUSTERCLASS} must not use variables"
-    );
+    // clusterctl renders a ClusterClass with the cluster's variables: it must need none.
+    for file in template_files()
+        .iter()
+        .filter(|f| f.starts_with("clusterclass-"))
+    {
+        assert_eq!(
+            envsubst::variables(&template_text(file)).unwrap(),
+            [],
+            "{file} must not use variables"
+        );
+    }
 }
 
 #[test]
@@ -352,19 +359,31 @@ fn mistakes_in_a_rendered_template_are_reported() {
     assert_eq!(missing[0], "spec.template: required field is missing");
     assert!(missing[1].starts_with("spec.templat: unknown field"));
     // An instance setting written where a DockerMachineTemplate (or CAPD 1.14's
-    // DevMachinePoolTemplate) has it, not under the pool's `template`.
-    let misplaced = problems_after_edit(
-        CLUSTERCLASS,
-        "      template: {}",
-        "      customImage: kindest/node:v1.34.0",
-        "DockerMachinePoolTemplate",
-        "quick-start-default-worker-machinepooltemplate",
-    );
-    assert_eq!(misplaced.len(), 1, "{misplaced:?}");
-    assert!(
-        misplaced[0].starts_with("spec.template.spec.customImage: unknown field"),
-        "{misplaced:?}"
-    );
+    // DevMachinePoolTemplate) has it, not under the pool's `template`; a Docker setting outside a
+    // DevMachineTemplate's `backend.docker`.
+    for (file, from, to, kind, name) in [
+        (
+            CLUSTERCLASS,
+            "      template: {}",
+            "      customImage: kindest/node:v1.34.0",
+            "DockerMachinePoolTemplate",
+            "quick-start-default-worker-machinepooltemplate",
+        ),
+        (
+            "cluster-template-development-dev.yaml",
+            "      backend:\n        docker:\n          # The image",
+            "      customImage: kindest/node:v1.34.0\n      backend:\n        docker:\n          # The image",
+            "DevMachineTemplate",
+            "demo-control-plane",
+        ),
+    ] {
+        let misplaced = problems_after_edit(file, from, to, kind, name);
+        assert_eq!(misplaced.len(), 1, "{kind}: {misplaced:?}");
+        assert!(
+            misplaced[0].starts_with("spec.template.spec.customImage: unknown field"),
+            "{kind}: {misplaced:?}"
+        );
+    }
 
     if skip_capi("mistakes_in_a_rendered_template_are_reported") {
         return;

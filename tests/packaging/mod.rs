@@ -3,6 +3,7 @@
 
 pub mod variables;
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -16,13 +17,17 @@ pub const SERVICE_ACCOUNT: &str = "capd-manager";
 pub const COMPONENTS_FILE: &str = "infrastructure-components.yaml";
 pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 pub const LEASE: &str = "controller-leader-election-capd";
-pub const KINDS: [(&str, &str); 6] = [
+pub const KINDS: [(&str, &str); 10] = [
     ("DockerCluster", "dockerclusters"),
     ("DockerClusterTemplate", "dockerclustertemplates"),
     ("DockerMachine", "dockermachines"),
     ("DockerMachineTemplate", "dockermachinetemplates"),
     ("DockerMachinePool", "dockermachinepools"),
     ("DockerMachinePoolTemplate", "dockermachinepooltemplates"),
+    ("DevCluster", "devclusters"),
+    ("DevClusterTemplate", "devclustertemplates"),
+    ("DevMachine", "devmachines"),
+    ("DevMachineTemplate", "devmachinetemplates"),
 ];
 pub const CLUSTER_SCOPED: [&str; 6] = [
     "Namespace",
@@ -116,9 +121,19 @@ pub fn strings(v: Option<&Value>) -> Vec<&str> {
 
 /// Whether an RBAC role grants `verb` on `resource` of `group` (resourceNames ignored).
 pub fn allows(role: &Value, group: &str, resource: &str, verb: &str) -> bool {
-    role["rules"].as_array().into_iter().flatten().any(|rule| {
-        strings(rule.get("apiGroups")).contains(&group)
-            && strings(rule.get("resources")).contains(&resource)
-            && strings(rule.get("verbs")).contains(&verb)
-    })
+    verbs(role, group, resource).contains(verb)
+}
+
+/// Every verb an RBAC role grants on `resource` of `group` (resourceNames ignored).
+pub fn verbs<'a>(role: &'a Value, group: &str, resource: &str) -> BTreeSet<&'a str> {
+    role["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|rule| {
+            strings(rule.get("apiGroups")).contains(&group)
+                && strings(rule.get("resources")).contains(&resource)
+        })
+        .flat_map(|rule| strings(rule.get("verbs")))
+        .collect()
 }

@@ -166,12 +166,33 @@ pub(super) fn patched(
     values: &BTreeMap<String, String>,
     edit: impl FnOnce(&mut Value),
 ) -> Vec<patches::Patched> {
-    let mut objects = generate(flavor, values);
+    patched_objects(generate(flavor, values), values, edit)
+}
+
+/// The templates of the class of the Cluster among `objects` patched for it, after `edit` changed
+/// the Cluster.
+pub(super) fn patched_objects(
+    mut objects: Vec<Value>,
+    values: &BTreeMap<String, String>,
+    edit: impl FnOnce(&mut Value),
+) -> Vec<patches::Patched> {
     let cluster = objects.iter_mut().find(|o| o["kind"] == "Cluster").unwrap();
     edit(cluster);
-    let class = find(&objects, "ClusterClass", "quick-start");
     let cluster = find(&objects, "Cluster", &values["CLUSTER_NAME"]);
+    let class = find(
+        &objects,
+        "ClusterClass",
+        str_at(cluster, "/spec/topology/classRef/name"),
+    );
     patches::apply(class, cluster, &objects).unwrap_or_else(|e| panic!("patching failed: {e}"))
+}
+
+/// The role and kind of each patched template, in the class's order.
+pub(super) fn roles(patched: &[patches::Patched]) -> Vec<(&str, &str)> {
+    patched
+        .iter()
+        .map(|p| (p.role.as_str(), str_at(&p.object, "/kind")))
+        .collect()
 }
 
 pub(super) fn of<'a>(patched: &'a [patches::Patched], role: &str, kind: &str) -> &'a Value {

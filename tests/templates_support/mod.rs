@@ -4,6 +4,8 @@
 pub mod cel;
 #[cfg(test)]
 mod class_tests;
+#[cfg(test)]
+mod dev_tests;
 pub mod envsubst;
 pub mod gotemplate;
 pub mod patches;
@@ -263,7 +265,12 @@ pub fn flavor_file(flavor: &str) -> String {
 /// each class its topology Clusters use that it does not define, and every object moved to the
 /// target namespace (`NAMESPACE`).
 pub fn generate(flavor: &str, values: &BTreeMap<String, String>) -> Vec<Value> {
-    let mut objects = render(&flavor_file(flavor), values);
+    with_classes(render(&flavor_file(flavor), values), values)
+}
+
+/// The rendered objects of a cluster template as `clusterctl generate cluster` completes them: the
+/// classes its topology Clusters use added, every object in the target namespace.
+pub fn with_classes(mut objects: Vec<Value>, values: &BTreeMap<String, String>) -> Vec<Value> {
     let mut classes: Vec<String> = objects
         .iter()
         .filter(|o| str_at(o, "/kind") == "Cluster")

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::class_tests::{assert_valid, of, patched};
+use super::class_tests::{assert_valid, of, patched, roles};
 use super::*;
 
 const CLUSTERCLASS: &str = "clusterclass-quick-start.yaml";
@@ -19,12 +19,8 @@ fn pool_template(patched: &[patches::Patched]) -> &Value {
 #[test]
 fn the_pool_class_runs_its_instances_on_the_kind_image_of_the_version() {
     let default = patched(FLAVOR, &demo(), |_| {});
-    let roles: Vec<(&str, &str)> = default
-        .iter()
-        .map(|p| (p.role.as_str(), str_at(&p.object, "/kind")))
-        .collect();
     assert_eq!(
-        roles,
+        roles(&default),
         [
             ("infrastructureCluster", "DockerClusterTemplate"),
             ("controlPlane", "KubeadmControlPlaneTemplate"),
