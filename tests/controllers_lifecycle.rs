@@ -73,6 +73,17 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
         }),
     )
     .await;
+    // And a DevMachineTemplate, through the same template controller.
+    env.create(
+        &infra("DevMachineTemplate"),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "DevMachineTemplate",
+            "metadata": {"name": "dev-workers", "namespace": NAMESPACE},
+            "spec": {"template": {"spec": {"backend": {"docker": {"customImage": env.images.node}}}}}
+        }),
+    )
+    .await;
 
     // The DockerCluster: network, load balancer, endpoint, conditions, finalizer.
     let dc = eventually(PROVISION, "the DockerCluster to be provisioned", || async {
@@ -145,6 +156,19 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
     .await;
     assert_eq!(
         pool_template.data["status"]["capacity"],
+        template.data["status"]["capacity"]
+    );
+    let dev_template = eventually(
+        Duration::from_secs(30),
+        "the DevMachineTemplate capacity",
+        || async {
+            let t = env.get(&infra("DevMachineTemplate"), "dev-workers").await?;
+            t.data["status"]["capacity"].is_object().then_some(t)
+        },
+    )
+    .await;
+    assert_eq!(
+        dev_template.data["status"]["capacity"],
         template.data["status"]["capacity"]
     );
 
