@@ -228,10 +228,8 @@ mod scenarios {
     async fn the_network_and_load_balancer_are_created_and_the_address_returned() {
         let fake = fake();
         let ctx = test_context(fake.clone());
-        let dc = DockerCluster::test("c1").owned_by("c1");
-        let ensured = infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
-            .await
-            .unwrap();
+        let dc = View::docker(DockerCluster::test("c1").owned_by("c1"));
+        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
         assert_eq!(ensured.note, None, "a first load balancer is no recovery");
         let ip = ensured.ip;
         let network = fake
@@ -251,9 +249,7 @@ mod scenarios {
         assert_eq!(lb.image, LB_IMAGE);
         assert_eq!(ip, lb.networks["kind"].ipv4.unwrap().to_string());
         assert_eq!(
-            infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
-                .await
-                .unwrap(),
+            infra::ensure(&ctx, &dc, "c1", None).await.unwrap(),
             infra::Ensured { ip, note: None },
             "a running load balancer is kept"
         );
@@ -268,7 +264,7 @@ mod scenarios {
     }
 
     /// A DockerCluster whose load balancer was created and reported available.
-    async fn provisioned(ctx: &crate::controllers::context::Context) -> DockerCluster {
+    async fn provisioned(ctx: &crate::controllers::context::Context) -> View<DockerCluster> {
         let mut dc = DockerCluster::test("c1").owned_by("c1");
         infra::ensure(ctx, &View::docker(dc.clone()), "c1", None)
             .await
@@ -277,7 +273,7 @@ mod scenarios {
             &dc,
             &super::LoadBalancerOutcome::Available,
         ));
-        dc
+        View::docker(dc)
     }
 
     fn haproxy_config(fake: &FakeRuntime) -> String {
@@ -302,9 +298,7 @@ mod scenarios {
 
         // An engine restart: every container of the cluster is stopped.
         fake.stop_container("c1-lb");
-        let ensured = infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
-            .await
-            .unwrap();
+        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
         assert_eq!(ensured.ip, ip, "the endpoint's address is kept");
         assert_eq!(
             ensured.note.as_deref(),
@@ -337,9 +331,7 @@ mod scenarios {
         create_node(&fake, &cp).await.unwrap();
         fake.set_ipv4("c1-cp1", "kind", Ipv4Addr::new(172, 18, 0, 42));
         fake.stop_container("c1-lb");
-        infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
-            .await
-            .unwrap();
+        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
         let config = haproxy_config(&fake);
         assert!(
             config.contains("server c1-cp1 172.18.0.42:6443"),
@@ -354,9 +346,7 @@ mod scenarios {
         let dc = provisioned(&ctx).await;
         let old_id = lb(&fake).id;
         fake.delete_container("c1-lb").await.unwrap();
-        let ensured = infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
-            .await
-            .unwrap();
+        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
         assert_ne!(lb(&fake).id, old_id);
         assert_eq!(
             ensured.note.as_deref(),
@@ -368,13 +358,9 @@ mod scenarios {
     async fn deletion_removes_the_load_balancer_and_our_unused_network_only() {
         let fake = fake();
         let ctx = test_context(fake.clone());
-        let dc = DockerCluster::test("c1").owned_by("c1");
-        infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
-            .await
-            .unwrap();
-        infra::delete(&ctx, &View::docker(dc.clone()), "c1")
-            .await
-            .unwrap();
+        let dc = View::docker(DockerCluster::test("c1").owned_by("c1"));
+        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        infra::delete(&ctx, &dc, "c1").await.unwrap();
         assert!(fake.containers().is_empty());
         assert!(
             fake.inspect_network("kind").await.unwrap().is_none(),
@@ -391,12 +377,8 @@ mod scenarios {
             ..Default::default()
         });
         let ctx = test_context(foreign.clone());
-        infra::ensure(&ctx, &View::docker(dc.clone()), "c1", None)
-            .await
-            .unwrap();
-        infra::delete(&ctx, &View::docker(dc.clone()), "c1")
-            .await
-            .unwrap();
+        infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+        infra::delete(&ctx, &dc, "c1").await.unwrap();
         assert!(
             foreign.inspect_network("kind").await.unwrap().is_some(),
             "a network created by someone else (kind) is kept"
