@@ -2,6 +2,7 @@
 //! sees (`path: type: value: detail`), so a change of wording is a conscious one.
 
 mod cluster;
+mod dev;
 mod machine;
 mod pool;
 
