@@ -3,11 +3,11 @@
 use super::cluster::GATE_OFF;
 use super::*;
 use crate::api::v1beta2::{
-    DevCluster, DevClusterBackendSpec, DevClusterSpec, DevClusterTemplate,
-    DevClusterTemplateResource, DevClusterTemplateSpec, DevMachine, DevMachineBackendSpec,
-    DevMachineSpec, DevMachineTemplate, DevMachineTemplateResource, DevMachineTemplateSpec,
-    DockerClusterBackendSpec, DockerMachineBackendSpec, InMemoryClusterBackendSpec,
-    InMemoryMachineBackendSpec, TemplateObjectMeta,
+    DevCluster, DevClusterSpec, DevClusterTemplate, DevClusterTemplateResource,
+    DevClusterTemplateSpec, DevMachine, DevMachineBackendSpec, DevMachineSpec, DevMachineTemplate,
+    DevMachineTemplateResource, DevMachineTemplateSpec, DockerClusterBackendSpec,
+    DockerMachineBackendSpec, InMemoryClusterBackendSpec, InMemoryMachineBackendSpec,
+    TemplateObjectMeta,
 };
 use crate::webhooks::rules::{
     default_dev_cluster, default_dev_cluster_template, default_dev_machine,
