@@ -154,11 +154,9 @@ fn machine_spec_down(spec: &v1beta2::DevMachineSpec) -> v1beta1::DevMachineSpec 
 fn docker_machine_status(status: &v1beta1::DevMachineStatus) -> v1beta1::DockerMachineStatus {
     v1beta1::DockerMachineStatus {
         ready: status.ready,
-        load_balancer_configured: status
-            .backend
-            .as_ref()
-            .and_then(|b| b.docker.as_ref())
-            .is_some_and(|d| d.load_balancer_configured),
+        load_balancer_configured: v1beta1::DevMachineBackendStatus::load_balancer_configured(
+            status.backend.as_ref(),
+        ),
         addresses: status.addresses.clone(),
         conditions: status.conditions.clone(),
         v1beta2: status.v1beta2.clone(),

@@ -68,17 +68,10 @@ pub fn validate_docker_cluster_template(
     old: Option<&DockerClusterTemplate>,
     context: &Context,
 ) -> Vec<FieldError> {
-    fn parts(t: &DockerClusterTemplate) -> TemplateParts<'_, DockerClusterSpec> {
-        TemplateParts {
-            annotations: t.metadata.annotations.as_ref(),
-            metadata: &t.spec.template.metadata,
-            spec: &t.spec.template.spec,
-        }
-    }
     validate_cluster_template(
         "DockerClusterTemplate",
-        parts(new),
-        old.map(parts),
+        template_parts!(new),
+        old.map(|old| template_parts!(old)),
         context,
         ClusterSpecRules {
             default: default_docker_cluster_spec,

@@ -109,17 +109,10 @@ pub fn validate_dev_cluster_template(
     old: Option<&DevClusterTemplate>,
     context: &Context,
 ) -> Vec<FieldError> {
-    fn parts(t: &DevClusterTemplate) -> TemplateParts<'_, DevClusterSpec> {
-        TemplateParts {
-            annotations: t.metadata.annotations.as_ref(),
-            metadata: &t.spec.template.metadata,
-            spec: &t.spec.template.spec,
-        }
-    }
     validate_cluster_template(
         "DevClusterTemplate",
-        parts(new),
-        old.map(parts),
+        template_parts!(new),
+        old.map(|old| template_parts!(old)),
         context,
         ClusterSpecRules {
             default: default_dev_cluster_spec,
@@ -169,11 +162,7 @@ pub fn validate_dev_machine_template(
 ) -> Vec<FieldError> {
     validate_immutable_template(
         "DevMachineTemplate",
-        TemplateParts {
-            annotations: new.metadata.annotations.as_ref(),
-            metadata: &new.spec.template.metadata,
-            spec: &new.spec.template.spec,
-        },
+        template_parts!(new),
         old.map(|o| &o.spec.template.spec),
         context,
         machine_spec_problems,

@@ -32,6 +32,18 @@
 //!   valid object name. On update these only blame what the update changes (see
 //!   [`field::only_new`]), so objects stored before the checks existed stay editable.
 
+/// The [`TemplateParts`] of a template object (every template kind keeps them in the same
+/// places).
+macro_rules! template_parts {
+    ($template:expr) => {
+        TemplateParts {
+            annotations: $template.metadata.annotations.as_ref(),
+            metadata: &$template.spec.template.metadata,
+            spec: &$template.spec.template.spec,
+        }
+    };
+}
+
 mod cluster;
 mod dev;
 mod machine;

@@ -3,11 +3,8 @@
 use super::cluster::GATE_OFF;
 use super::*;
 use crate::api::v1beta2::{
-    DevCluster, DevClusterSpec, DevClusterTemplate, DevClusterTemplateResource,
-    DevClusterTemplateSpec, DevMachine, DevMachineBackendSpec, DevMachineSpec, DevMachineTemplate,
-    DevMachineTemplateResource, DevMachineTemplateSpec, DockerClusterBackendSpec,
-    DockerMachineBackendSpec, InMemoryClusterBackendSpec, InMemoryMachineBackendSpec,
-    TemplateObjectMeta,
+    DevClusterSpec, DevMachineBackendSpec, DockerClusterBackendSpec, DockerMachineBackendSpec,
+    InMemoryClusterBackendSpec, InMemoryMachineBackendSpec,
 };
 use crate::webhooks::rules::{
     default_dev_cluster, default_dev_cluster_template, default_dev_machine,
@@ -17,45 +14,6 @@ use crate::webhooks::rules::{
 
 const BOTH_BACKENDS: &str =
     "spec.backend: Forbidden: docker and inMemory are both set: set only one backend";
-
-/// Builders for the Dev kinds: without a backend, as CAPD 1.12 manifests may be written.
-trait DevFixture: Sized {
-    fn test() -> Self;
-}
-
-impl DevFixture for DevCluster {
-    fn test() -> Self {
-        DevCluster::new("dc1", DevClusterSpec::default())
-    }
-}
-
-impl DevFixture for DevClusterTemplate {
-    fn test() -> Self {
-        DevClusterTemplate::new(
-            "dct1",
-            DevClusterTemplateSpec {
-                template: DevClusterTemplateResource::default(),
-            },
-        )
-    }
-}
-
-impl DevFixture for DevMachine {
-    fn test() -> Self {
-        DevMachine::new("dm1", DevMachineSpec::default())
-    }
-}
-
-impl DevFixture for DevMachineTemplate {
-    fn test() -> Self {
-        DevMachineTemplate::new(
-            "dmt1",
-            DevMachineTemplateSpec {
-                template: DevMachineTemplateResource::default(),
-            },
-        )
-    }
-}
 
 /// Edits of a DevCluster spec (the DevCluster's, or the template's `spec.template.spec`).
 trait DevClusterFixture: Sized {
@@ -116,15 +74,6 @@ impl DevClusterFixture for DevCluster {
 impl DevClusterFixture for DevClusterTemplate {
     fn dev_spec(&mut self) -> &mut DevClusterSpec {
         &mut self.spec.template.spec
-    }
-}
-
-impl MetaFixture for DevClusterTemplate {
-    fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
-        self.metadata.annotations.get_or_insert_with(BTreeMap::new)
-    }
-    fn template_meta(&mut self) -> &mut TemplateObjectMeta {
-        &mut self.spec.template.metadata
     }
 }
 
@@ -190,15 +139,6 @@ impl BootstrapFixture for DevMachine {
             .get_or_insert_with(Default::default)
             .bootstrap_timeout = Some(timeout.into());
         self
-    }
-}
-
-impl MetaFixture for DevMachineTemplate {
-    fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
-        self.metadata.annotations.get_or_insert_with(BTreeMap::new)
-    }
-    fn template_meta(&mut self) -> &mut TemplateObjectMeta {
-        &mut self.spec.template.metadata
     }
 }
 
