@@ -92,6 +92,10 @@ async fn cluster() -> Cluster {
         "dockermachinetemplates",
         "dockermachinepools",
         "dockermachinepooltemplates",
+        "devclusters",
+        "devclustertemplates",
+        "devmachines",
+        "devmachinetemplates",
     ] {
         let path = format!(
             "{}/config/crd/bases/{GROUP}_{plural}.yaml",
@@ -238,6 +242,24 @@ async fn every_kind_round_trips_through_a_v1beta1_writer() {
             "DockerMachinePoolTemplate",
             json!({"template": {"spec": {"template": {"extraMounts": [{"containerPath": "/a", "hostPath": "/b"}]}}}}),
         ),
+        (
+            "DevCluster",
+            json!({"controlPlaneEndpoint": {"host": "10.0.0.1", "port": 6443},
+                   "backend": {"docker": {"failureDomains": [{"name": "b"}, {"name": "a", "controlPlane": true}]}}}),
+        ),
+        (
+            "DevClusterTemplate",
+            json!({"template": {"metadata": {"labels": {"tier": "gold"}},
+                                "spec": {"backend": {"docker": {"loadBalancer": {"imageTag": "v2"}}}}}}),
+        ),
+        (
+            "DevMachine",
+            json!({"backend": {"docker": {"customImage": "kindest/node:v1.31.0", "bootstrapTimeout": "7m"}}}),
+        ),
+        (
+            "DevMachineTemplate",
+            json!({"template": {"spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "10s"}}}}}}}),
+        ),
     ];
     for (kind, spec) in objects {
         let hub = dynamic(&cluster.client, "v1beta2", kind);
@@ -279,6 +301,40 @@ async fn every_kind_round_trips_through_a_v1beta1_writer() {
             "{kind}"
         );
     }
+}
+
+/// What our mutating webhook makes of `object` on creation: the object with the response's
+/// patch applied.
+async fn defaulted(cluster: &Cluster, object: &Value) -> Value {
+    let kind: Kind = Kind::ALL
+        .into_iter()
+        .find(|k| object["kind"] == k.name())
+        .unwrap();
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": format!("mutate-{}", object["metadata"]["name"].as_str().unwrap()),
+        "kind": {"group": GROUP, "version": "v1beta2", "kind": kind.name()},
+        "resource": {"group": GROUP, "version": "v1beta2", "resource": kind.plural()},
+        "namespace": NS,
+        "operation": "CREATE",
+        "object": object,
+    }});
+    let answer = request_json(
+        cluster,
+        &Endpoint::Mutate(kind).path(),
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    let response = &answer["response"];
+    assert_eq!(response["allowed"], true, "{response}");
+    let mut object = object.clone();
+    if let Some(patch) = response["patch"].as_str() {
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+        json_patch::patch(&mut object, &patch).unwrap();
+    }
+    object
 }
 
 /// What a kube-apiserver asks our validating webhook about `object` (a v1beta2 object, as the
@@ -435,4 +491,53 @@ async fn capd_pool_objects_are_accepted_through_conversion_and_admission() {
         response["status"]["details"]["causes"][0]["field"], "spec.template.customImage",
         "{response}"
     );
+}
+
+/// CAPD 1.12 DevCluster and DevMachine manifests leave out `spec.backend`, which the CRD
+/// requires: as in a kube-apiserver, our defaulting runs first and adds `backend.docker: {}`, so
+/// the API accepts them (and our validation too), and v1beta1 clients see the same backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capd_dev_manifests_without_a_backend_are_defaulted_to_docker() {
+    let cluster = cluster().await;
+    let manifests = [
+        json!({"apiVersion": format!("{GROUP}/v1beta2"), "kind": "DevCluster",
+               "metadata": {"name": "dev", "namespace": NS}, "spec": {}}),
+        json!({"apiVersion": format!("{GROUP}/v1beta2"), "kind": "DevMachine",
+               "metadata": {"name": "dev-control-plane-x7k2p", "namespace": NS},
+               "spec": {}}),
+    ];
+    for manifest in manifests {
+        let kind = manifest["kind"].as_str().unwrap();
+        let name = manifest["metadata"]["name"].as_str().unwrap();
+        let object = defaulted(&cluster, &manifest).await;
+        assert_eq!(object["spec"]["backend"], json!({"docker": {}}), "{kind}");
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        dynamic(&cluster.client, "v1beta2", kind)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("{kind} refused: {e}"));
+        let stored = dynamic(&cluster.client, "v1beta2", kind)
+            .get(name)
+            .await
+            .unwrap();
+        let stored = serde_json::to_value(&stored).unwrap();
+        let response = admit(&cluster, "CREATE", &stored, None, false).await;
+        assert_eq!(response["allowed"], true, "{kind}: {response}");
+        let seen = dynamic(&cluster.client, "v1beta1", kind)
+            .get(name)
+            .await
+            .unwrap();
+        assert_eq!(
+            seen.data["spec"]["backend"],
+            json!({"docker": {}}),
+            "{kind}"
+        );
+    }
+    let cluster_spec = dynamic(&cluster.client, "v1beta2", "DevCluster")
+        .get("dev")
+        .await
+        .unwrap()
+        .data["spec"]
+        .clone();
+    assert_eq!(cluster_spec["controlPlaneEndpoint"], json!({"port": 6443}));
 }

@@ -65,6 +65,28 @@ fn objects() -> Vec<Value> {
             "pt1",
             json!({"template": {"spec": {"template": {"preLoadImages": ["nginx"]}}}}),
         ),
+        object(
+            "DevCluster",
+            "dc1",
+            json!({"controlPlaneEndpoint": {"host": "10.0.0.2", "port": 6443},
+                   "backend": {"docker": {"failureDomains": [{"name": "fd1", "controlPlane": true}]}}}),
+        ),
+        object(
+            "DevClusterTemplate",
+            "dct1",
+            json!({"template": {"spec": {"controlPlaneEndpoint": {"port": 6443},
+                                         "backend": {"docker": {"failureDomains": [{"name": "fd1", "controlPlane": false}]}}}}}),
+        ),
+        object(
+            "DevMachine",
+            "dm1",
+            json!({"backend": {"docker": {"customImage": "kindest/node:v1.31.0", "bootstrapTimeout": "5m"}}}),
+        ),
+        object(
+            "DevMachineTemplate",
+            "dmt1",
+            json!({"template": {"spec": {"backend": {"inMemory": {}}}}}),
+        ),
     ]
 }
 
@@ -131,7 +153,7 @@ async fn conversion_round_trips_every_kind_over_https() {
         .iter()
         .map(|o| o["apiVersion"].as_str().unwrap())
         .collect();
-    assert_eq!(versions, [V1BETA1; 6]);
+    assert_eq!(versions, [V1BETA1; 10]);
     assert_eq!(
         spokes[0]["spec"]["failureDomains"],
         json!({"fd1": {"controlPlane": true}})
@@ -179,8 +201,11 @@ async fn admission_round_trips_every_endpoint_over_https() {
         assert_eq!(response["uid"], format!("admission-{}", kind.name()));
         assert_eq!(response["allowed"], true, "{endpoint:?}: {review}");
         if let Endpoint::Mutate(_) = endpoint {
-            // The samples already carry port/controlPlane where it matters, except the template
-            // (no endpoint given): its patch sets the port.
+            // The samples already carry port/controlPlane/backend where it matters, except the
+            // template (no endpoint given): its patch sets the port.
+            if kind.name().starts_with("Dev") {
+                assert!(response.get("patch").is_none(), "{endpoint:?}: {review}");
+            }
             if kind == Kind::DockerClusterTemplate {
                 let patch = base64::engine::general_purpose::STANDARD
                     .decode(response["patch"].as_str().unwrap())

@@ -142,13 +142,38 @@ fn admit(
         cluster_topology: settings.cluster_topology,
         dry_run: request.dry_run.unwrap_or(false),
     };
+    // Where a Dev kind's spec keeps `backend`, which the CRD requires: mutating webhooks run
+    // before schema validation, so a manifest without it is defaulted rather than refused.
+    const BACKEND: &[&str] = &["spec", "backend"];
+    const TEMPLATE_BACKEND: &[&str] = &["spec", "template", "spec", "backend"];
     match endpoint {
         Endpoint::Mutate(Kind::DockerCluster) => {
-            mutate(request, kind.name(), rules::default_docker_cluster)
+            mutate(request, kind.name(), &[], rules::default_docker_cluster)
         }
-        Endpoint::Mutate(Kind::DockerClusterTemplate) => {
-            mutate(request, kind.name(), rules::default_docker_cluster_template)
+        Endpoint::Mutate(Kind::DockerClusterTemplate) => mutate(
+            request,
+            kind.name(),
+            &[],
+            rules::default_docker_cluster_template,
+        ),
+        Endpoint::Mutate(Kind::DevCluster) => {
+            mutate(request, kind.name(), BACKEND, rules::default_dev_cluster)
         }
+        Endpoint::Mutate(Kind::DevClusterTemplate) => mutate(
+            request,
+            kind.name(),
+            TEMPLATE_BACKEND,
+            rules::default_dev_cluster_template,
+        ),
+        Endpoint::Mutate(Kind::DevMachine) => {
+            mutate(request, kind.name(), BACKEND, rules::default_dev_machine)
+        }
+        Endpoint::Mutate(Kind::DevMachineTemplate) => mutate(
+            request,
+            kind.name(),
+            TEMPLATE_BACKEND,
+            rules::default_dev_machine_template,
+        ),
         // Machines and pools have nothing to default (CAPD registers no defaulting for them).
         Endpoint::Mutate(
             Kind::DockerMachine
@@ -183,6 +208,22 @@ fn admit(
                 rules::validate_docker_machine_pool_template(new, old, &context)
             })
         }
+        Endpoint::Validate(Kind::DevCluster) => {
+            validate(request, kind.name(), update, rules::validate_dev_cluster)
+        }
+        Endpoint::Validate(Kind::DevClusterTemplate) => {
+            validate(request, kind.name(), update, |new, old| {
+                rules::validate_dev_cluster_template(new, old, &context)
+            })
+        }
+        Endpoint::Validate(Kind::DevMachine) => {
+            validate(request, kind.name(), update, rules::validate_dev_machine)
+        }
+        Endpoint::Validate(Kind::DevMachineTemplate) => {
+            validate(request, kind.name(), update, |new, old| {
+                rules::validate_dev_machine_template(new, old, &context)
+            })
+        }
     }
 }
 
@@ -200,24 +241,30 @@ fn decode<K: DeserializeOwned>(
 }
 
 /// Defaults the object and answers with the JSON Patch from the object as sent to the defaulted
-/// one.
+/// one. `required` is the path of an object the type requires that defaulting fills in: it is
+/// added empty (with the objects above it) when the request lacks it.
 fn mutate<K: DeserializeOwned + Serialize>(
     request: &AdmissionRequest,
     kind: &'static str,
+    required: &[&str],
     default: fn(&mut K) -> Vec<String>,
 ) -> Result<AdmissionResponse, AdmissionError> {
     let raw = request
         .object
         .as_ref()
         .ok_or(AdmissionError::MissingObject("object"))?;
-    let mut object: K = decode(Some(raw), "object", kind)?;
+    let mut sent = raw.clone();
+    insert_empty_objects(&mut sent, required);
+    let mut object: K = decode(Some(&sent), "object", kind)?;
     let encode = |o: &K| serde_json::to_value(o).map_err(|e| AdmissionError::Encode(kind, e));
     let before = encode(&object)?;
     let warnings = default(&mut object);
     let after = encode(&object)?;
-    // Diffing the typed forms limits the patch to what defaulting changed; should the sent
-    // object differ in shape so that this patch does not apply, diff against it directly.
-    let mut patch = json_patch::diff(&before, &after);
+    // Diffing the typed forms limits the patch to what defaulting changed (after adding what
+    // was missing); should the sent object differ in shape so that this patch does not apply,
+    // diff against it directly.
+    let mut patch = json_patch::diff(raw, &sent);
+    patch.0.extend(json_patch::diff(&before, &after).0);
     if json_patch::patch(&mut raw.clone(), &patch).is_err() {
         patch = json_patch::diff(raw, &after);
     }
@@ -229,6 +276,21 @@ fn mutate<K: DeserializeOwned + Serialize>(
         response.patch_type = Some("JSONPatch");
     }
     Ok(response)
+}
+
+/// Adds an empty object at each level of `path` that `value` lacks (or has as `null`); stops at
+/// a value that is not an object (decoding then reports it).
+fn insert_empty_objects(value: &mut Value, path: &[&str]) {
+    let mut at = value;
+    for key in path {
+        let Value::Object(map) = at else {
+            return;
+        };
+        at = map.entry(key.to_string()).or_insert(Value::Null);
+        if at.is_null() {
+            *at = Value::Object(Default::default());
+        }
+    }
 }
 
 /// Runs `rule` on the new object (and the old one on update); denies with every error found.

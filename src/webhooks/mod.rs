@@ -54,17 +54,29 @@ pub enum Kind {
     DockerMachinePool,
     /// DockerMachinePoolTemplate.
     DockerMachinePoolTemplate,
+    /// DevCluster.
+    DevCluster,
+    /// DevClusterTemplate.
+    DevClusterTemplate,
+    /// DevMachine.
+    DevMachine,
+    /// DevMachineTemplate.
+    DevMachineTemplate,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 10] = [
         Kind::DockerCluster,
         Kind::DockerClusterTemplate,
         Kind::DockerMachine,
         Kind::DockerMachineTemplate,
         Kind::DockerMachinePool,
         Kind::DockerMachinePoolTemplate,
+        Kind::DevCluster,
+        Kind::DevClusterTemplate,
+        Kind::DevMachine,
+        Kind::DevMachineTemplate,
     ];
 
     /// The kind's name (`DockerCluster`).
@@ -76,6 +88,10 @@ impl Kind {
             Kind::DockerMachineTemplate => "DockerMachineTemplate",
             Kind::DockerMachinePool => "DockerMachinePool",
             Kind::DockerMachinePoolTemplate => "DockerMachinePoolTemplate",
+            Kind::DevCluster => "DevCluster",
+            Kind::DevClusterTemplate => "DevClusterTemplate",
+            Kind::DevMachine => "DevMachine",
+            Kind::DevMachineTemplate => "DevMachineTemplate",
         }
     }
 
@@ -88,6 +104,10 @@ impl Kind {
             Kind::DockerMachineTemplate => "dockermachinetemplates",
             Kind::DockerMachinePool => "dockermachinepools",
             Kind::DockerMachinePoolTemplate => "dockermachinepooltemplates",
+            Kind::DevCluster => "devclusters",
+            Kind::DevClusterTemplate => "devclustertemplates",
+            Kind::DevMachine => "devmachines",
+            Kind::DevMachineTemplate => "devmachinetemplates",
         }
     }
 }
@@ -103,9 +123,10 @@ pub enum Endpoint {
 
 impl Endpoint {
     /// The endpoints served: CAPD's (defaulting for the cluster kinds, validation for the
-    /// cluster and machine kinds) and validation for the pool kinds, which CAPD does not check.
-    /// Nothing of a machine or a pool has a default, so they get no defaulting webhook.
-    pub const ALL: [Endpoint; 8] = [
+    /// cluster and machine kinds, both for the Dev kinds) and validation for the pool kinds,
+    /// which CAPD does not check. Nothing of a Docker machine or a pool has a default, so they
+    /// get no defaulting webhook; a Dev machine has one, its backend.
+    pub const ALL: [Endpoint; 16] = [
         Endpoint::Mutate(Kind::DockerCluster),
         Endpoint::Mutate(Kind::DockerClusterTemplate),
         Endpoint::Validate(Kind::DockerCluster),
@@ -114,6 +135,14 @@ impl Endpoint {
         Endpoint::Validate(Kind::DockerMachineTemplate),
         Endpoint::Validate(Kind::DockerMachinePool),
         Endpoint::Validate(Kind::DockerMachinePoolTemplate),
+        Endpoint::Mutate(Kind::DevCluster),
+        Endpoint::Mutate(Kind::DevClusterTemplate),
+        Endpoint::Mutate(Kind::DevMachine),
+        Endpoint::Mutate(Kind::DevMachineTemplate),
+        Endpoint::Validate(Kind::DevCluster),
+        Endpoint::Validate(Kind::DevClusterTemplate),
+        Endpoint::Validate(Kind::DevMachine),
+        Endpoint::Validate(Kind::DevMachineTemplate),
     ];
 
     /// The kind the endpoint judges.
@@ -138,7 +167,8 @@ impl Endpoint {
 /// Process settings the rules depend on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Settings {
-    /// The `ClusterTopology` feature gate is on (DockerClusterTemplates may be created).
+    /// The `ClusterTopology` feature gate is on (DockerClusterTemplates and DevClusterTemplates
+    /// may be created).
     pub cluster_topology: bool,
 }
 

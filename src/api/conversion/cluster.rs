@@ -2,25 +2,40 @@
 
 use super::{
     ConversionError, down_metadata, failure_domains_down, failure_domains_up, marshal_data,
-    restore_if_unchanged, up_metadata,
+    restore_failure_domains, restore_if_unchanged, template_meta_down, template_meta_up,
+    up_metadata,
 };
 use crate::api::{v1beta1, v1beta2};
 
 const CLUSTER: &str = "DockerCluster";
 const CLUSTER_TEMPLATE: &str = "DockerClusterTemplate";
 
-fn spec_up(
-    spec: &v1beta1::DockerClusterSpec,
-) -> Result<v1beta2::DockerClusterSpec, ConversionError> {
-    let endpoint = &spec.control_plane_endpoint;
+/// The control plane endpoint in v1beta2 (its port is 32 bits there).
+pub(super) fn endpoint_up(
+    endpoint: &v1beta1::APIEndpoint,
+) -> Result<v1beta2::APIEndpoint, ConversionError> {
     let port = i32::try_from(endpoint.port).map_err(|_| ConversionError::PortOutOfRange {
         port: endpoint.port,
     })?;
+    Ok(v1beta2::APIEndpoint {
+        host: endpoint.host.clone(),
+        port,
+    })
+}
+
+/// The control plane endpoint in v1beta1.
+pub(super) fn endpoint_down(endpoint: &v1beta2::APIEndpoint) -> v1beta1::APIEndpoint {
+    v1beta1::APIEndpoint {
+        host: endpoint.host.clone(),
+        port: i64::from(endpoint.port),
+    }
+}
+
+fn spec_up(
+    spec: &v1beta1::DockerClusterSpec,
+) -> Result<v1beta2::DockerClusterSpec, ConversionError> {
     Ok(v1beta2::DockerClusterSpec {
-        control_plane_endpoint: v1beta2::APIEndpoint {
-            host: endpoint.host.clone(),
-            port,
-        },
+        control_plane_endpoint: endpoint_up(&spec.control_plane_endpoint)?,
         failure_domains: failure_domains_up(&spec.failure_domains),
         load_balancer: spec.load_balancer.clone(),
     })
@@ -28,24 +43,14 @@ fn spec_up(
 
 fn spec_down(spec: &v1beta2::DockerClusterSpec) -> v1beta1::DockerClusterSpec {
     v1beta1::DockerClusterSpec {
-        control_plane_endpoint: v1beta1::APIEndpoint {
-            host: spec.control_plane_endpoint.host.clone(),
-            port: i64::from(spec.control_plane_endpoint.port),
-        },
+        control_plane_endpoint: endpoint_down(&spec.control_plane_endpoint),
         failure_domains: failure_domains_down(&spec.failure_domains),
         load_balancer: spec.load_balancer.clone(),
     }
 }
 
-fn restore_spec(spec: &mut v1beta2::DockerClusterSpec, restored: &v1beta2::DockerClusterSpec) {
-    restore_if_unchanged(
-        &mut spec.failure_domains,
-        &restored.failure_domains,
-        |fds| failure_domains_down(fds),
-    );
-}
-
-fn status_up(status: &v1beta1::DockerClusterStatus) -> v1beta2::DockerClusterStatus {
+/// The status of a DockerCluster (and of a DevCluster, which has the same) in v1beta2.
+pub(super) fn status_up(status: &v1beta1::DockerClusterStatus) -> v1beta2::DockerClusterStatus {
     v1beta2::DockerClusterStatus {
         conditions: status
             .v1beta2
@@ -64,7 +69,8 @@ fn status_up(status: &v1beta1::DockerClusterStatus) -> v1beta2::DockerClusterSta
     }
 }
 
-fn status_down(status: &v1beta2::DockerClusterStatus) -> v1beta1::DockerClusterStatus {
+/// The status of a DockerCluster (and of a DevCluster) in v1beta1.
+pub(super) fn status_down(status: &v1beta2::DockerClusterStatus) -> v1beta1::DockerClusterStatus {
     v1beta1::DockerClusterStatus {
         ready: status.initialization.provisioned.unwrap_or(false),
         failure_domains: failure_domains_down(&status.failure_domains),
@@ -75,18 +81,15 @@ fn status_down(status: &v1beta2::DockerClusterStatus) -> v1beta1::DockerClusterS
     }
 }
 
-fn restore_status(
+/// Restores what v1beta1 cannot hold of a DockerCluster (or DevCluster) status.
+pub(super) fn restore_status(
     status: &mut v1beta2::DockerClusterStatus,
     restored: &v1beta2::DockerClusterStatus,
 ) {
     restore_if_unchanged(&mut status.initialization, &restored.initialization, |i| {
         i.provisioned.unwrap_or(false)
     });
-    restore_if_unchanged(
-        &mut status.failure_domains,
-        &restored.failure_domains,
-        |fds| failure_domains_down(fds),
-    );
+    restore_failure_domains(&mut status.failure_domains, &restored.failure_domains);
 }
 
 /// Converts a v1beta1 DockerCluster to the hub, restoring data kept in the annotation.
@@ -97,7 +100,7 @@ pub fn docker_cluster_to_hub(
     let mut spec = spec_up(&src.spec)?;
     let mut status = src.status.as_ref().map(status_up);
     if let Some(restored) = restored {
-        restore_spec(&mut spec, &restored.spec);
+        restore_failure_domains(&mut spec.failure_domains, &restored.spec.failure_domains);
         if let (Some(status), Some(restored)) = (status.as_mut(), restored.status.as_ref()) {
             restore_status(status, restored);
         }
@@ -129,16 +132,14 @@ pub fn docker_cluster_template_to_hub(
     let template = &src.spec.template;
     let mut spec = spec_up(&template.spec)?;
     if let Some(restored) = restored {
-        restore_spec(&mut spec, &restored.spec.template.spec);
+        let restored = &restored.spec.template.spec;
+        restore_failure_domains(&mut spec.failure_domains, &restored.failure_domains);
     }
     Ok(v1beta2::DockerClusterTemplate {
         metadata,
         spec: v1beta2::DockerClusterTemplateSpec {
             template: v1beta2::DockerClusterTemplateResource {
-                metadata: v1beta2::TemplateObjectMeta {
-                    labels: template.metadata.labels.clone(),
-                    annotations: template.metadata.annotations.clone(),
-                },
+                metadata: template_meta_up(&template.metadata),
                 spec,
             },
         },
@@ -155,10 +156,7 @@ pub fn docker_cluster_template_from_hub(
         metadata: down_metadata(&src.metadata, None),
         spec: v1beta1::DockerClusterTemplateSpec {
             template: v1beta1::DockerClusterTemplateResource {
-                metadata: v1beta1::TemplateObjectMeta {
-                    labels: template.metadata.labels.clone(),
-                    annotations: template.metadata.annotations.clone(),
-                },
+                metadata: template_meta_down(&template.metadata),
                 spec: spec_down(&template.spec),
             },
         },

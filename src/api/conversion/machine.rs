@@ -1,14 +1,27 @@
 //! DockerMachine and DockerMachineTemplate conversions.
 
-use super::{ConversionError, down_metadata, marshal_data, restore_if_unchanged, up_metadata};
+use super::{
+    ConversionError, down_metadata, marshal_data, restore_if_unchanged, template_meta_down,
+    template_meta_up, up_metadata,
+};
 use crate::api::{v1beta1, v1beta2};
 
 const MACHINE: &str = "DockerMachine";
 const MACHINE_TEMPLATE: &str = "DockerMachineTemplate";
 
+/// A machine's `spec.providerID` in v1beta2 (empty when unset).
+pub(super) fn provider_id_up(provider_id: Option<&String>) -> String {
+    provider_id.cloned().unwrap_or_default()
+}
+
+/// A machine's `spec.providerID` in v1beta1 (absent when empty).
+pub(super) fn provider_id_down(provider_id: &str) -> Option<String> {
+    (!provider_id.is_empty()).then(|| provider_id.to_string())
+}
+
 fn spec_up(spec: &v1beta1::DockerMachineSpec) -> v1beta2::DockerMachineSpec {
     v1beta2::DockerMachineSpec {
-        provider_id: spec.provider_id.clone().unwrap_or_default(),
+        provider_id: provider_id_up(spec.provider_id.as_ref()),
         custom_image: spec.custom_image.clone(),
         pre_load_images: spec.pre_load_images.clone(),
         extra_mounts: spec.extra_mounts.clone(),
@@ -19,7 +32,7 @@ fn spec_up(spec: &v1beta1::DockerMachineSpec) -> v1beta2::DockerMachineSpec {
 
 fn spec_down(spec: &v1beta2::DockerMachineSpec) -> v1beta1::DockerMachineSpec {
     v1beta1::DockerMachineSpec {
-        provider_id: (!spec.provider_id.is_empty()).then(|| spec.provider_id.clone()),
+        provider_id: provider_id_down(&spec.provider_id),
         custom_image: spec.custom_image.clone(),
         pre_load_images: spec.pre_load_images.clone(),
         extra_mounts: spec.extra_mounts.clone(),
@@ -28,7 +41,8 @@ fn spec_down(spec: &v1beta2::DockerMachineSpec) -> v1beta1::DockerMachineSpec {
     }
 }
 
-fn status_up(status: &v1beta1::DockerMachineStatus) -> v1beta2::DockerMachineStatus {
+/// The status of a DockerMachine in v1beta2 (a DevMachine's goes through it too).
+pub(super) fn status_up(status: &v1beta1::DockerMachineStatus) -> v1beta2::DockerMachineStatus {
     v1beta2::DockerMachineStatus {
         conditions: status
             .v1beta2
@@ -49,7 +63,8 @@ fn status_up(status: &v1beta1::DockerMachineStatus) -> v1beta2::DockerMachineSta
     }
 }
 
-fn status_down(status: &v1beta2::DockerMachineStatus) -> v1beta1::DockerMachineStatus {
+/// The status of a DockerMachine in v1beta1 (a DevMachine's goes through it too).
+pub(super) fn status_down(status: &v1beta2::DockerMachineStatus) -> v1beta1::DockerMachineStatus {
     v1beta1::DockerMachineStatus {
         ready: status.initialization.provisioned.unwrap_or(false),
         load_balancer_configured: status.load_balancer_configured,
@@ -59,6 +74,19 @@ fn status_down(status: &v1beta2::DockerMachineStatus) -> v1beta1::DockerMachineS
             conditions: status.conditions.clone(),
         }),
     }
+}
+
+/// Restores what v1beta1 cannot hold of a DockerMachine status (or a DevMachine's, as a
+/// DockerMachine's).
+pub(super) fn restore_status(
+    status: &mut v1beta2::DockerMachineStatus,
+    restored: &v1beta2::DockerMachineStatus,
+) {
+    restore_if_unchanged(&mut status.initialization, &restored.initialization, |i| {
+        i.provisioned.unwrap_or(false)
+    });
+    // v1beta1 has no field for it: always restored.
+    status.failure_domain.clone_from(&restored.failure_domain);
 }
 
 /// Converts a v1beta1 DockerMachine to the hub, restoring data kept in the annotation.
@@ -71,11 +99,7 @@ pub fn docker_machine_to_hub(
         status.as_mut(),
         restored.as_ref().and_then(|r| r.status.as_ref()),
     ) {
-        restore_if_unchanged(&mut status.initialization, &restored.initialization, |i| {
-            i.provisioned.unwrap_or(false)
-        });
-        // v1beta1 has no field for it: always restored.
-        status.failure_domain.clone_from(&restored.failure_domain);
+        restore_status(status, restored);
     }
     Ok(v1beta2::DockerMachine {
         metadata,
@@ -107,10 +131,7 @@ pub fn docker_machine_template_to_hub(
         metadata,
         spec: v1beta2::DockerMachineTemplateSpec {
             template: v1beta2::DockerMachineTemplateResource {
-                metadata: v1beta2::TemplateObjectMeta {
-                    labels: template.metadata.labels.clone(),
-                    annotations: template.metadata.annotations.clone(),
-                },
+                metadata: template_meta_up(&template.metadata),
                 spec: spec_up(&template.spec),
             },
         },
@@ -128,10 +149,7 @@ pub fn docker_machine_template_from_hub(
         metadata: down_metadata(&src.metadata, None),
         spec: v1beta1::DockerMachineTemplateSpec {
             template: v1beta1::DockerMachineTemplateResource {
-                metadata: v1beta1::TemplateObjectMeta {
-                    labels: template.metadata.labels.clone(),
-                    annotations: template.metadata.annotations.clone(),
-                },
+                metadata: template_meta_down(&template.metadata),
                 spec: spec_down(&template.spec),
             },
         },

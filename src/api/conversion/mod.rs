@@ -6,11 +6,12 @@
 //! the down-converted object gets the annotation [`CONVERSION_DATA_ANNOTATION`] with the hub
 //! object (without metadata) as JSON, and up-conversion restores from it and drops it. A value
 //! is restored only while the v1beta1 object still says the same thing, so edits made through
-//! v1beta1 win. DockerCluster, DockerMachine and DockerMachinePool always carry the annotation
-//! (as CAPD does for its non-template kinds); templates only when something would otherwise be
-//! lost.
+//! v1beta1 win. DockerCluster, DockerMachine, DockerMachinePool, DevCluster and DevMachine always
+//! carry the annotation (as CAPD does for its non-template kinds); templates only when something
+//! would otherwise be lost.
 
 mod cluster;
+mod dev;
 mod machine;
 mod pool;
 
@@ -18,6 +19,7 @@ mod pool;
 mod tests;
 
 pub use cluster::*;
+pub use dev::*;
 pub use machine::*;
 pub use pool::*;
 
@@ -163,6 +165,38 @@ pub fn convert_object(obj: Value, desired_api_version: &str) -> Result<Value, Co
             docker_machine_pool_template_to_hub,
             docker_machine_pool_template_from_hub,
         ),
+        "DevCluster" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            dev_cluster_to_hub,
+            dev_cluster_from_hub,
+        ),
+        "DevClusterTemplate" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            dev_cluster_template_to_hub,
+            dev_cluster_template_from_hub,
+        ),
+        "DevMachine" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            dev_machine_to_hub,
+            dev_machine_from_hub,
+        ),
+        "DevMachineTemplate" => convert_with(
+            obj,
+            &kind,
+            from,
+            up,
+            dev_machine_template_to_hub,
+            dev_machine_template_from_hub,
+        ),
         _ => Err(ConversionError::UnknownKind { kind }),
     }
 }
@@ -174,7 +208,11 @@ fn known_kind(kind: &str) -> Result<(), ConversionError> {
         | "DockerMachine"
         | "DockerMachineTemplate"
         | "DockerMachinePool"
-        | "DockerMachinePoolTemplate" => Ok(()),
+        | "DockerMachinePoolTemplate"
+        | "DevCluster"
+        | "DevClusterTemplate"
+        | "DevMachine"
+        | "DevMachineTemplate" => Ok(()),
         _ => Err(ConversionError::UnknownKind {
             kind: kind.to_string(),
         }),
@@ -318,4 +356,29 @@ fn failure_domains_up(domains: &v1beta1::FailureDomains) -> Vec<v1beta2::Failure
             attributes: fd.attributes.clone(),
         })
         .collect()
+}
+
+/// Restores the hub's failure domains (their order, an unset `controlPlane`) while the v1beta1
+/// map still says the same.
+fn restore_failure_domains(
+    domains: &mut Vec<v1beta2::FailureDomain>,
+    restored: &[v1beta2::FailureDomain],
+) {
+    restore_if_unchanged(domains, &restored.to_vec(), |fds| failure_domains_down(fds));
+}
+
+/// A template's `spec.template.metadata` in v1beta2.
+fn template_meta_up(meta: &v1beta1::TemplateObjectMeta) -> v1beta2::TemplateObjectMeta {
+    v1beta2::TemplateObjectMeta {
+        labels: meta.labels.clone(),
+        annotations: meta.annotations.clone(),
+    }
+}
+
+/// A template's `spec.template.metadata` in v1beta1.
+fn template_meta_down(meta: &v1beta2::TemplateObjectMeta) -> v1beta1::TemplateObjectMeta {
+    v1beta1::TemplateObjectMeta {
+        labels: meta.labels.clone(),
+        annotations: meta.annotations.clone(),
+    }
 }

@@ -1,6 +1,8 @@
 //! DockerMachinePool and DockerMachinePoolTemplate conversions.
 
-use super::{ConversionError, down_metadata, marshal_data, up_metadata};
+use super::{
+    ConversionError, down_metadata, marshal_data, template_meta_down, template_meta_up, up_metadata,
+};
 use crate::api::{v1beta1, v1beta2};
 
 const POOL: &str = "DockerMachinePool";
@@ -88,10 +90,7 @@ pub fn docker_machine_pool_template_to_hub(
         metadata,
         spec: v1beta2::DockerMachinePoolTemplateSpec {
             template: v1beta2::DockerMachinePoolTemplateResource {
-                metadata: v1beta2::TemplateObjectMeta {
-                    labels: template.metadata.labels.clone(),
-                    annotations: template.metadata.annotations.clone(),
-                },
+                metadata: template_meta_up(&template.metadata),
                 spec: spec_up(&template.spec),
             },
         },
@@ -109,10 +108,7 @@ pub fn docker_machine_pool_template_from_hub(
         metadata: down_metadata(&src.metadata, None),
         spec: v1beta1::DockerMachinePoolTemplateSpec {
             template: v1beta1::DockerMachinePoolTemplateResource {
-                metadata: v1beta1::TemplateObjectMeta {
-                    labels: template.metadata.labels.clone(),
-                    annotations: template.metadata.annotations.clone(),
-                },
+                metadata: template_meta_down(&template.metadata),
                 spec: spec_down(&template.spec),
             },
         },

@@ -193,6 +193,15 @@ pub struct DevMachineBackendStatus {
     pub docker: Option<DockerMachineBackendStatus>,
 }
 
+impl DevMachineBackendStatus {
+    /// `docker.loadBalancerConfigured` of a backend status, `false` when there is none.
+    pub fn load_balancer_configured(backend: Option<&Self>) -> bool {
+        backend
+            .and_then(|b| b.docker.as_ref())
+            .is_some_and(|d| d.load_balancer_configured)
+    }
+}
+
 /// What the docker backend of a DevMachine reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -224,11 +233,9 @@ impl From<&DevMachineStatus> for DockerMachineStatus {
         DockerMachineStatus {
             conditions: status.conditions.clone(),
             initialization: status.initialization.clone(),
-            load_balancer_configured: status
-                .backend
-                .as_ref()
-                .and_then(|b| b.docker.as_ref())
-                .is_some_and(|d| d.load_balancer_configured),
+            load_balancer_configured: DevMachineBackendStatus::load_balancer_configured(
+                status.backend.as_ref(),
+            ),
             addresses: status.addresses.clone(),
             failure_domain: status.failure_domain.clone(),
             deprecated: status.deprecated.clone(),

@@ -1,9 +1,10 @@
 //! DockerCluster and DockerClusterTemplate: defaulting and validation.
 
+use serde::Serialize;
 use serde_json::Value;
 
-use super::{Context, ratchet, template_spec_immutable};
-use crate::api::v1beta2::{DockerCluster, DockerClusterSpec, DockerClusterTemplate, FailureDomain};
+use super::{Context, TemplateParts, ratchet, template_spec_immutable};
+use crate::api::v1beta2::{DockerCluster, DockerClusterSpec, DockerClusterTemplate};
 use crate::webhooks::field::FieldError;
 use crate::webhooks::meta::{dns_subdomain_problems, validate_template_metadata};
 use crate::webhooks::reference::{repository_problem, tag_problem};
@@ -43,10 +44,20 @@ pub fn validate_docker_cluster(
     new: &DockerCluster,
     old: Option<&DockerCluster>,
 ) -> Vec<FieldError> {
-    let mut errors = failure_domains_sorted(&new.spec.failure_domains, "spec.failureDomains");
+    validate_cluster_spec(&new.spec, old.map(|o| &o.spec), "spec")
+}
+
+/// The rules of a DockerCluster spec (a DevCluster's docker backend too), its failure domains
+/// and load balancer reported under `path`.
+pub(super) fn validate_cluster_spec(
+    new: &DockerClusterSpec,
+    old: Option<&DockerClusterSpec>,
+    path: &str,
+) -> Vec<FieldError> {
+    let mut errors = failure_domains_sorted(new, path);
     errors.extend(ratchet(
-        spec_problems(&new.spec, "spec"),
-        old.map(|o| spec_problems(&o.spec, "spec")),
+        spec_problems(new, path),
+        old.map(|o| spec_problems(o, path)),
     ));
     errors
 }
@@ -57,7 +68,41 @@ pub fn validate_docker_cluster_template(
     old: Option<&DockerClusterTemplate>,
     context: &Context,
 ) -> Vec<FieldError> {
-    let resource = &new.spec.template;
+    validate_cluster_template(
+        "DockerClusterTemplate",
+        template_parts!(new),
+        old.map(|old| template_parts!(old)),
+        context,
+        ClusterSpecRules {
+            default: default_docker_cluster_spec,
+            sorted: failure_domains_sorted,
+            problems: spec_problems,
+        },
+    )
+}
+
+/// What the cluster template rules do with a kind's `spec.template.spec`: each function takes
+/// the spec and the path it is at.
+pub(super) struct ClusterSpecRules<S> {
+    /// Defaulting (compared specs are defaulted first).
+    pub(super) default: fn(&mut S, &str) -> Vec<String>,
+    /// The failure domains must be sorted (checked on creation; the spec is immutable after).
+    pub(super) sorted: fn(&S, &str) -> Vec<FieldError>,
+    /// The checks this provider adds (ratcheted on update).
+    pub(super) problems: fn(&S, &str) -> Vec<FieldError>,
+}
+
+/// The rules of the cluster templates (DockerClusterTemplate, DevClusterTemplate): creation only
+/// with the ClusterTopology feature gate, `spec.template.spec` immutable (compared after
+/// defaulting both sides) except for the topology controller's dry runs, and valid template
+/// metadata.
+pub(super) fn validate_cluster_template<S: Clone + PartialEq + Serialize>(
+    kind: &str,
+    new: TemplateParts<'_, S>,
+    old: Option<TemplateParts<'_, S>>,
+    context: &Context,
+    rules: ClusterSpecRules<S>,
+) -> Vec<FieldError> {
     let spec_path = "spec.template.spec";
     let metadata_path = "spec.template.metadata";
     let Some(old) = old else {
@@ -69,58 +114,46 @@ pub fn validate_docker_cluster_template(
                  CLUSTER_TOPOLOGY=true` before `clusterctl init`)",
             )];
         }
-        let mut errors = failure_domains_sorted(
-            &resource.spec.failure_domains,
-            "spec.template.spec.failureDomains",
-        );
-        errors.extend(validate_template_metadata(
-            &resource.metadata,
-            metadata_path,
-        ));
-        errors.extend(spec_problems(&resource.spec, spec_path));
+        let mut errors = (rules.sorted)(new.spec, spec_path);
+        errors.extend(validate_template_metadata(new.metadata, metadata_path));
+        errors.extend((rules.problems)(new.spec, spec_path));
         return errors;
     };
 
     let mut errors = Vec::new();
-    let (mut old_spec, mut new_spec) = (old.spec.template.spec.clone(), resource.spec.clone());
-    default_docker_cluster_spec(&mut old_spec, spec_path);
-    default_docker_cluster_spec(&mut new_spec, spec_path);
-    if old_spec != new_spec && !context.skips_immutability(new.metadata.annotations.as_ref()) {
-        errors.push(template_spec_immutable(
-            "DockerClusterTemplate",
-            &old_spec,
-            &new_spec,
-        ));
+    let (mut old_spec, mut new_spec) = (old.spec.clone(), new.spec.clone());
+    (rules.default)(&mut old_spec, spec_path);
+    (rules.default)(&mut new_spec, spec_path);
+    if old_spec != new_spec && !context.skips_immutability(new.annotations) {
+        errors.push(template_spec_immutable(kind, &old_spec, &new_spec));
     }
     errors.extend(ratchet(
-        validate_template_metadata(&resource.metadata, metadata_path),
-        Some(validate_template_metadata(
-            &old.spec.template.metadata,
-            metadata_path,
-        )),
+        validate_template_metadata(new.metadata, metadata_path),
+        Some(validate_template_metadata(old.metadata, metadata_path)),
     ));
     errors.extend(ratchet(
-        spec_problems(&resource.spec, spec_path),
-        Some(spec_problems(&old.spec.template.spec, spec_path)),
+        (rules.problems)(new.spec, spec_path),
+        Some((rules.problems)(old.spec, spec_path)),
     ));
     errors
 }
 
-/// CAPD's rule: failure domains listed in name order.
-fn failure_domains_sorted(domains: &[FailureDomain], path: &str) -> Vec<FieldError> {
+/// CAPD's rule: failure domains (of the spec at `path`) listed in name order.
+pub(super) fn failure_domains_sorted(spec: &DockerClusterSpec, path: &str) -> Vec<FieldError> {
+    let domains = &spec.failure_domains;
     if domains.is_sorted_by(|a, b| a.name <= b.name) {
         return Vec::new();
     }
     let names: Vec<Value> = domains.iter().map(|d| d.name.clone().into()).collect();
     vec![FieldError::invalid(
-        path,
+        format!("{path}.failureDomains"),
         names,
         "failure domains must be sorted by name",
     )]
 }
 
 /// The checks this provider adds: load balancer image and custom haproxy template reference.
-fn spec_problems(spec: &DockerClusterSpec, path: &str) -> Vec<FieldError> {
+pub(super) fn spec_problems(spec: &DockerClusterSpec, path: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let lb = &spec.load_balancer;
     let lb_path = format!("{path}.loadBalancer");

@@ -13,19 +13,29 @@ pub fn validate_docker_machine(
     new: &DockerMachine,
     old: Option<&DockerMachine>,
 ) -> Vec<FieldError> {
+    validate_machine_spec(&new.spec, old.map(|o| &o.spec), "spec")
+}
+
+/// The rules of a DockerMachine spec (a DevMachine's docker backend too), reported under
+/// `path`: `customImage` is immutable, and the checks this provider adds.
+pub(super) fn validate_machine_spec(
+    new: &DockerMachineSpec,
+    old: Option<&DockerMachineSpec>,
+    path: &str,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Some(old) = old
-        && old.spec.custom_image != new.spec.custom_image
+        && old.custom_image != new.custom_image
     {
         errors.push(FieldError::invalid(
-            "spec.customImage",
-            new.spec.custom_image.as_str(),
+            format!("{path}.customImage"),
+            new.custom_image.as_str(),
             "field is immutable",
         ));
     }
     errors.extend(ratchet(
-        spec_problems(&new.spec, "spec"),
-        old.map(|o| spec_problems(&o.spec, "spec")),
+        spec_problems(new, path),
+        old.map(|o| spec_problems(o, path)),
     ));
     errors
 }
@@ -38,11 +48,7 @@ pub fn validate_docker_machine_template(
 ) -> Vec<FieldError> {
     validate_immutable_template(
         "DockerMachineTemplate",
-        TemplateParts {
-            annotations: new.metadata.annotations.as_ref(),
-            metadata: &new.spec.template.metadata,
-            spec: &new.spec.template.spec,
-        },
+        template_parts!(new),
         old.map(|o| &o.spec.template.spec),
         context,
         spec_problems,
@@ -50,7 +56,7 @@ pub fn validate_docker_machine_template(
 }
 
 /// The checks this provider adds: images, mounts and the bootstrap timeout.
-fn spec_problems(spec: &DockerMachineSpec, path: &str) -> Vec<FieldError> {
+pub(super) fn spec_problems(spec: &DockerMachineSpec, path: &str) -> Vec<FieldError> {
     let mut errors = container_problems(
         ContainerSettings {
             custom_image: &spec.custom_image,

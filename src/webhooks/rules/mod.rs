@@ -13,6 +13,10 @@
 //! - DockerMachinePool(Template): CAPD has no admission webhooks for pools. This provider checks
 //!   the pool's container settings like a DockerMachine's, and keeps a pool template's
 //!   `spec.template.spec` immutable like DockerMachineTemplate's.
+//! - DevCluster(Template), DevMachine(Template) (CAPD's successor kinds): with no backend set,
+//!   `backend.docker` defaults to `{}`; the docker backend gets the rules of the Docker kind, at
+//!   the Dev paths (`spec.backend.docker.customImage`). This provider also refuses both backends
+//!   set at once (see [`dev`]).
 //!
 //! Deliberate differences:
 //! - Defaulting also *sorts* failure domains by name. CAPD refuses an unsorted list, which makes
@@ -28,7 +32,20 @@
 //!   valid object name. On update these only blame what the update changes (see
 //!   [`field::only_new`]), so objects stored before the checks existed stay editable.
 
+/// The [`TemplateParts`] of a template object (every template kind keeps them in the same
+/// places).
+macro_rules! template_parts {
+    ($template:expr) => {
+        TemplateParts {
+            annotations: $template.metadata.annotations.as_ref(),
+            metadata: &$template.spec.template.metadata,
+            spec: &$template.spec.template.spec,
+        }
+    };
+}
+
 mod cluster;
+mod dev;
 mod machine;
 mod pool;
 
@@ -36,6 +53,7 @@ mod pool;
 mod tests;
 
 pub use cluster::*;
+pub use dev::*;
 pub use machine::*;
 pub use pool::*;
 

@@ -29,11 +29,7 @@ pub fn validate_docker_machine_pool_template(
 ) -> Vec<FieldError> {
     validate_immutable_template(
         "DockerMachinePoolTemplate",
-        TemplateParts {
-            annotations: new.metadata.annotations.as_ref(),
-            metadata: &new.spec.template.metadata,
-            spec: &new.spec.template.spec,
-        },
+        template_parts!(new),
         old.map(|o| &o.spec.template.spec),
         context,
         pool_problems,

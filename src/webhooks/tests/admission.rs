@@ -404,3 +404,101 @@ fn malformed_requests_get_a_400_with_a_reason() {
         assert!(message.contains(fragment), "case {case:?}: {message}");
     }
 }
+
+/// CAPD 1.12 manifests may leave out `spec.backend`, which the CRD requires: defaulting, which
+/// runs before schema validation, adds the docker backend (and, for a cluster, the port).
+#[test]
+fn dev_manifests_without_a_backend_get_the_docker_backend() {
+    let cases = [
+        (
+            Kind::DevCluster,
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevCluster",
+                   "metadata": {"name": "dev", "namespace": "ns"}, "spec": {}}),
+            "/spec",
+            json!({"controlPlaneEndpoint": {"port": 6443}, "backend": {"docker": {}}}),
+        ),
+        (
+            Kind::DevMachine,
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevMachine",
+                   "metadata": {"name": "dev-md-0", "namespace": "ns"}}),
+            "/spec",
+            json!({"backend": {"docker": {}}}),
+        ),
+        (
+            Kind::DevMachineTemplate,
+            v1beta2(
+                "DevMachineTemplate",
+                "dmt",
+                json!({"template": {"spec": {}}}),
+            ),
+            "/spec/template/spec",
+            json!({"backend": {"docker": {}}}),
+        ),
+        (
+            Kind::DevClusterTemplate,
+            v1beta2(
+                "DevClusterTemplate",
+                "dct",
+                json!({"template": {"spec": {"backend": null}}}),
+            ),
+            "/spec/template/spec",
+            json!({"controlPlaneEndpoint": {"port": 6443}, "backend": {"docker": {}}}),
+        ),
+    ];
+    for (kind, object, at, expected) in cases {
+        let (status, body) = run(
+            Endpoint::Mutate(kind),
+            Settings::default(),
+            &admission_review(kind.name(), "CREATE", &object, None),
+        );
+        assert_eq!(status, 200, "{kind:?}: {body}");
+        assert_eq!(body["response"]["allowed"], true, "{kind:?}: {body}");
+        let defaulted = patched(&body["response"], &object);
+        assert_eq!(defaulted.pointer(at), Some(&expected), "{kind:?}");
+        // The defaulted object passes validation.
+        let (_, body) = run(
+            Endpoint::Validate(kind),
+            Settings {
+                cluster_topology: true,
+            },
+            &admission_review(kind.name(), "CREATE", &defaulted, None),
+        );
+        assert_eq!(body["response"]["allowed"], true, "{kind:?}: {body}");
+    }
+
+    // An in-memory object is left as it is.
+    let in_memory = v1beta2("DevMachine", "m", json!({"backend": {"inMemory": {}}}));
+    let (_, body) = run(
+        Endpoint::Mutate(Kind::DevMachine),
+        Settings::default(),
+        &admission_review("DevMachine", "CREATE", &in_memory, None),
+    );
+    assert!(body["response"].get("patch").is_none(), "{body}");
+}
+
+#[test]
+fn dev_denials_name_the_dev_field() {
+    let old = v1beta2(
+        "DevMachine",
+        "m1",
+        json!({"backend": {"docker": {"customImage": "kindest/node:v1.31.0"}}}),
+    );
+    let mut new = old.clone();
+    new["spec"]["backend"]["docker"]["customImage"] = json!("kindest/node:v1.32.0");
+    new["spec"]["backend"]["inMemory"] = json!({});
+    let (_, body) = run(
+        Endpoint::Validate(Kind::DevMachine),
+        Settings::default(),
+        &admission_review("DevMachine", "UPDATE", &new, Some(&old)),
+    );
+    let status = &body["response"]["status"];
+    assert_eq!(status["code"], 422, "{body}");
+    let fields: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["spec.backend", "spec.backend.docker.customImage"]);
+    assert_eq!(status["details"]["kind"], "DevMachine");
+}

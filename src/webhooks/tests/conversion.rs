@@ -91,6 +91,36 @@ fn hub_objects() -> Vec<Value> {
         "pt1",
         json!({"template": {"spec": {"template": {"customImage": "kindest/node:v1.31.0"}}}}),
     );
+    let mut dev_cluster = v1beta2(
+        "DevCluster",
+        "dc1",
+        json!({
+            "controlPlaneEndpoint": {"host": "172.18.0.4", "port": 6443},
+            "backend": {"docker": {"failureDomains": [{"name": "fd2"}, {"name": "fd1", "controlPlane": true}]}},
+        }),
+    );
+    dev_cluster["status"] = json!({"initialization": {"provisioned": true}});
+    let mut dev_machine = v1beta2(
+        "DevMachine",
+        "dm1",
+        json!({"providerID": "docker:////c1-dm1", "backend": {"docker": {"customImage": "kindest/node:v1.31.0"}}}),
+    );
+    dev_machine["status"] = json!({
+        "initialization": {"provisioned": false},
+        "failureDomain": "fd1",
+        "backend": {"docker": {"loadBalancerConfigured": true}},
+    });
+    let dev_cluster_template = v1beta2(
+        "DevClusterTemplate",
+        "dct1",
+        json!({"template": {"spec": {"backend": {"docker": {"loadBalancer": {"imageTag": "v2"}}}}}}),
+    );
+    let mut dev_machine_template = v1beta2(
+        "DevMachineTemplate",
+        "dmt1",
+        json!({"template": {"spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "10s"}}}}}}}),
+    );
+    dev_machine_template["status"] = json!({"capacity": {"cpu": "8"}});
     vec![
         cluster,
         cluster_template,
@@ -98,6 +128,10 @@ fn hub_objects() -> Vec<Value> {
         machine_template,
         pool,
         pool_template,
+        dev_cluster,
+        dev_cluster_template,
+        dev_machine,
+        dev_machine_template,
     ]
 }
 
@@ -117,6 +151,11 @@ fn every_kind_round_trips_through_v1beta1_without_loss() {
         "v1beta1 clients see the failure domain map"
     );
     assert_eq!(spokes[0]["status"]["ready"], true);
+    assert_eq!(
+        spokes[6]["spec"]["backend"]["docker"]["failureDomains"],
+        json!({"fd1": {"controlPlane": true}, "fd2": {}}),
+        "and a DevCluster's docker backend has it too"
+    );
     let back = convert(V1BETA2, &spokes);
     assert_eq!(back, hub, "v1beta2 → v1beta1 → v1beta2 must be lossless");
 }
@@ -164,7 +203,7 @@ fn objects_already_in_the_desired_version_pass_unchanged() {
 #[test]
 fn one_bad_object_fails_the_review_and_is_named() {
     let mut objects = hub_objects();
-    objects[2]["kind"] = json!("DevMachine");
+    objects[2]["kind"] = json!("DevMachinePool");
     let (status, body) = decode(review(&conversion_review(V1BETA1, &objects)));
     assert_eq!(status, 200);
     let response = &body["response"];
@@ -172,8 +211,8 @@ fn one_bad_object_fails_the_review_and_is_named() {
     assert_eq!(response["result"]["status"], "Failure");
     assert_eq!(
         response["result"]["message"],
-        "failed to convert object 2 (DevMachine ns/m1) to \
-         infrastructure.cluster.x-k8s.io/v1beta1: cannot convert kind DevMachine: not served by \
+        "failed to convert object 2 (DevMachinePool ns/m1) to \
+         infrastructure.cluster.x-k8s.io/v1beta1: cannot convert kind DevMachinePool: not served by \
          this provider"
     );
     assert_eq!(response["convertedObjects"], json!([]));

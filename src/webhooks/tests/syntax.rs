@@ -211,8 +211,17 @@ fn endpoint_paths_are_capds() {
             "/validate-infrastructure-cluster-x-k8s-io-v1beta2-dockermachinetemplate",
             "/validate-infrastructure-cluster-x-k8s-io-v1beta2-dockermachinepool",
             "/validate-infrastructure-cluster-x-k8s-io-v1beta2-dockermachinepooltemplate",
+            "/mutate-infrastructure-cluster-x-k8s-io-v1beta2-devcluster",
+            "/mutate-infrastructure-cluster-x-k8s-io-v1beta2-devclustertemplate",
+            "/mutate-infrastructure-cluster-x-k8s-io-v1beta2-devmachine",
+            "/mutate-infrastructure-cluster-x-k8s-io-v1beta2-devmachinetemplate",
+            "/validate-infrastructure-cluster-x-k8s-io-v1beta2-devcluster",
+            "/validate-infrastructure-cluster-x-k8s-io-v1beta2-devclustertemplate",
+            "/validate-infrastructure-cluster-x-k8s-io-v1beta2-devmachine",
+            "/validate-infrastructure-cluster-x-k8s-io-v1beta2-devmachinetemplate",
         ]
     );
+    assert_eq!(Kind::DevMachineTemplate.plural(), "devmachinetemplates");
     assert_eq!(
         Kind::DockerMachineTemplate.plural(),
         "dockermachinetemplates"

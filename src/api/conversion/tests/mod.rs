@@ -6,6 +6,8 @@ use serde_json::json;
 
 use super::*;
 
+mod dev;
+mod dev_strategies;
 mod strategies;
 
 use strategies::*;

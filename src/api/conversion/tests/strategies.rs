@@ -162,8 +162,9 @@ pub(super) fn provisioned() -> impl Strategy<Value = Option<bool>> {
     prop::option::of(any::<bool>())
 }
 
-pub(super) fn hub_cluster() -> impl Strategy<Value = v1beta2::DockerCluster> {
-    let status = (
+/// A DockerCluster's status (a DevCluster's too).
+pub(super) fn cluster_status() -> impl Strategy<Value = v1beta2::DockerClusterStatus> {
+    (
         conditions(),
         provisioned(),
         failure_domains(),
@@ -178,14 +179,20 @@ pub(super) fn hub_cluster() -> impl Strategy<Value = v1beta2::DockerCluster> {
                     v1beta1: v1beta2::V1Beta1DeprecatedStatus { conditions: legacy },
                 },
             }
-        });
-    (metadata(), cluster_spec(), prop::option::of(status)).prop_map(|(metadata, spec, status)| {
-        v1beta2::DockerCluster {
+        })
+}
+
+pub(super) fn hub_cluster() -> impl Strategy<Value = v1beta2::DockerCluster> {
+    (
+        metadata(),
+        cluster_spec(),
+        prop::option::of(cluster_status()),
+    )
+        .prop_map(|(metadata, spec, status)| v1beta2::DockerCluster {
             metadata,
             spec,
             status,
-        }
-    })
+        })
 }
 
 pub(super) fn hub_cluster_template() -> impl Strategy<Value = v1beta2::DockerClusterTemplate> {
@@ -257,8 +264,9 @@ pub(super) fn addresses() -> impl Strategy<Value = Vec<v1beta2::MachineAddress>>
     )
 }
 
-pub(super) fn hub_machine() -> impl Strategy<Value = v1beta2::DockerMachine> {
-    let status = (
+/// A DockerMachine's status (from which a DevMachine's is made).
+pub(super) fn machine_status() -> impl Strategy<Value = v1beta2::DockerMachineStatus> {
+    (
         conditions(),
         provisioned(),
         any::<bool>(),
@@ -286,14 +294,20 @@ pub(super) fn hub_machine() -> impl Strategy<Value = v1beta2::DockerMachine> {
                     },
                 }
             },
-        );
-    (metadata(), machine_spec(), prop::option::of(status)).prop_map(|(metadata, spec, status)| {
-        v1beta2::DockerMachine {
+        )
+}
+
+pub(super) fn hub_machine() -> impl Strategy<Value = v1beta2::DockerMachine> {
+    (
+        metadata(),
+        machine_spec(),
+        prop::option::of(machine_status()),
+    )
+        .prop_map(|(metadata, spec, status)| v1beta2::DockerMachine {
             metadata,
             spec,
             status,
-        }
-    })
+        })
 }
 
 /// A template's `status.capacity`: some of cpu and memory.

@@ -156,7 +156,7 @@ fn docker_cluster_update_blames_only_what_changes() {
     );
 }
 
-const GATE_OFF: &str = "spec: Forbidden: can be set only if the ClusterTopology feature flag is \
+pub(super) const GATE_OFF: &str = "spec: Forbidden: can be set only if the ClusterTopology feature flag is \
     enabled (start the manager with --feature-gates=ClusterTopology=true, e.g. run `export \
     CLUSTER_TOPOLOGY=true` before `clusterctl init`)";
 

@@ -2,17 +2,17 @@
 //! sees (`path: type: value: detail`), so a change of wording is a conscious one.
 
 mod cluster;
+mod dev;
 mod machine;
 mod pool;
 
 use std::collections::BTreeMap;
 
 use crate::api::v1beta2::{
-    DockerCluster, DockerClusterSpec, DockerClusterTemplate, DockerClusterTemplateResource,
-    DockerClusterTemplateSpec, DockerMachine, DockerMachinePool, DockerMachinePoolMachineTemplate,
-    DockerMachinePoolSpec, DockerMachinePoolTemplate, DockerMachinePoolTemplateResource,
-    DockerMachinePoolTemplateSpec, DockerMachineSpec, DockerMachineTemplate,
-    DockerMachineTemplateResource, DockerMachineTemplateSpec, FailureDomain, Mount,
+    DevCluster, DevClusterTemplate, DevMachine, DevMachineTemplate, DockerCluster,
+    DockerClusterSpec, DockerClusterTemplate, DockerMachine, DockerMachinePool,
+    DockerMachinePoolMachineTemplate, DockerMachinePoolTemplate, DockerMachineSpec,
+    DockerMachineTemplate, FailureDomain, Mount,
 };
 use crate::webhooks::field::FieldError;
 
@@ -23,55 +23,28 @@ pub(super) trait Fixture: Sized {
     fn test() -> Self;
 }
 
-impl Fixture for DockerCluster {
-    fn test() -> Self {
-        DockerCluster::new("c1", DockerClusterSpec::default())
-    }
+/// `Kind::test()`: an object named `name` with the default spec.
+macro_rules! fixtures {
+    ($($kind:ty => $name:literal),+ $(,)?) => {$(
+        impl Fixture for $kind {
+            fn test() -> Self {
+                <$kind>::new($name, Default::default())
+            }
+        }
+    )+};
 }
 
-impl Fixture for DockerClusterTemplate {
-    fn test() -> Self {
-        DockerClusterTemplate::new(
-            "ct1",
-            DockerClusterTemplateSpec {
-                template: DockerClusterTemplateResource::default(),
-            },
-        )
-    }
-}
-
-impl Fixture for DockerMachine {
-    fn test() -> Self {
-        DockerMachine::new("m1", DockerMachineSpec::default())
-    }
-}
-
-impl Fixture for DockerMachineTemplate {
-    fn test() -> Self {
-        DockerMachineTemplate::new(
-            "mt1",
-            DockerMachineTemplateSpec {
-                template: DockerMachineTemplateResource::default(),
-            },
-        )
-    }
-}
-
-impl Fixture for DockerMachinePool {
-    fn test() -> Self {
-        DockerMachinePool::new("p1", DockerMachinePoolSpec::default())
-    }
-}
-
-impl Fixture for DockerMachinePoolTemplate {
-    fn test() -> Self {
-        DockerMachinePoolTemplate::new(
-            "pt1",
-            DockerMachinePoolTemplateSpec {
-                template: DockerMachinePoolTemplateResource::default(),
-            },
-        )
-    }
+fixtures! {
+    DockerCluster => "c1",
+    DockerClusterTemplate => "ct1",
+    DockerMachine => "m1",
+    DockerMachineTemplate => "mt1",
+    DockerMachinePool => "p1",
+    DockerMachinePoolTemplate => "pt1",
+    DevCluster => "dc1",
+    DevClusterTemplate => "dct1",
+    DevMachine => "dm1",
+    DevMachineTemplate => "dmt1",
 }
 
 /// Edits of the cluster spec, shared by DockerCluster and the template's `spec.template.spec`.
@@ -239,32 +212,27 @@ pub(super) trait MetaFixture: Sized {
     }
 }
 
-impl MetaFixture for DockerClusterTemplate {
-    fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
-        self.metadata.annotations.get_or_insert_with(BTreeMap::new)
-    }
-    fn template_meta(&mut self) -> &mut crate::api::v1beta2::TemplateObjectMeta {
-        &mut self.spec.template.metadata
-    }
+/// MetaFixture for template kinds, which all keep `spec.template.metadata`.
+macro_rules! template_meta_fixtures {
+    ($($kind:ty),+ $(,)?) => {$(
+        impl MetaFixture for $kind {
+            fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
+                self.metadata.annotations.get_or_insert_with(BTreeMap::new)
+            }
+            fn template_meta(&mut self) -> &mut crate::api::v1beta2::TemplateObjectMeta {
+                &mut self.spec.template.metadata
+            }
+        }
+    )+};
 }
 
-impl MetaFixture for DockerMachinePoolTemplate {
-    fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
-        self.metadata.annotations.get_or_insert_with(BTreeMap::new)
-    }
-    fn template_meta(&mut self) -> &mut crate::api::v1beta2::TemplateObjectMeta {
-        &mut self.spec.template.metadata
-    }
-}
-
-impl MetaFixture for DockerMachineTemplate {
-    fn object_annotations(&mut self) -> &mut BTreeMap<String, String> {
-        self.metadata.annotations.get_or_insert_with(BTreeMap::new)
-    }
-    fn template_meta(&mut self) -> &mut crate::api::v1beta2::TemplateObjectMeta {
-        &mut self.spec.template.metadata
-    }
-}
+template_meta_fixtures!(
+    DockerClusterTemplate,
+    DockerMachineTemplate,
+    DockerMachinePoolTemplate,
+    DevClusterTemplate,
+    DevMachineTemplate,
+);
 
 /// The update rules both machine template kinds share, from `stored` (image
 /// `kindest/node:v1.31.0`): the template spec is immutable (`immutable`: the message naming the
