@@ -1,6 +1,8 @@
 //! DevCluster, DevClusterTemplate, DevMachine and DevMachineTemplate: defaulting and validation.
 //!
-//! The backend: none set defaults to `docker: {}` (as CAPD); both set is refused. The docker
+//! The backend: none set defaults to `docker: {}` (as CAPD); both set is refused, and so is an
+//! update that moves a DevCluster or DevMachine to another backend (CAPD allows it, and leaves
+//! the old backend's containers behind). The docker
 //! backend gets the DockerCluster and DockerMachine rules, run on the docker view of the spec
 //! ([`DevClusterSpec::docker`], [`DevMachineSpec::docker`]) and reported at the Dev paths
 //! (`spec.backend.docker.customImage`). An in-memory object is accepted as it is: this provider
@@ -38,6 +40,34 @@ fn backend_problems<D, M>(
         format!("{path}.backend"),
         "docker and inMemory are both set: set only one backend",
     )]
+}
+
+/// The name of the backend set, when exactly one is.
+fn backend_name<D, M>(docker: &Option<D>, in_memory: &Option<M>) -> Option<&'static str> {
+    match (docker.is_some(), in_memory.is_some()) {
+        (true, false) => Some("docker"),
+        (false, true) => Some("inMemory"),
+        _ => None,
+    }
+}
+
+/// Refuses an update (at `path`) that moves an object from one backend to another: what the
+/// old backend made (containers, the load balancer) would be left behind, since the controllers
+/// only know the backend the object names now.
+fn backend_switch<D, M>(
+    new: (&Option<D>, &Option<M>),
+    old: (&Option<D>, &Option<M>),
+    path: &str,
+) -> Vec<FieldError> {
+    match (backend_name(new.0, new.1), backend_name(old.0, old.1)) {
+        (Some(new), Some(old)) if new != old => vec![FieldError::forbidden(
+            format!("{path}.backend"),
+            format!(
+                "the backend cannot change from {old} to {new}: what the {old} backend made would be left behind; create a new object instead"
+            ),
+        )],
+        _ => Vec::new(),
+    }
 }
 
 /// Where a Dev spec at `path` keeps its docker settings.
@@ -91,6 +121,14 @@ pub fn validate_dev_cluster(new: &DevCluster, old: Option<&DevCluster>) -> Vec<F
         backend_problems(&spec.backend.docker, &spec.backend.in_memory, "spec")
     };
     let mut errors = ratchet(backend(&new.spec), old.map(|o| backend(&o.spec)));
+    if let Some(old) = old {
+        let (new, old) = (&new.spec.backend, &old.spec.backend);
+        errors.extend(backend_switch(
+            (&new.docker, &new.in_memory),
+            (&old.docker, &old.in_memory),
+            "spec",
+        ));
+    }
     if let Some(docker) = new.spec.docker() {
         let old = old.and_then(|o| o.spec.docker());
         errors.extend(validate_cluster_spec(
@@ -142,6 +180,14 @@ pub fn validate_dev_machine(new: &DevMachine, old: Option<&DevMachine>) -> Vec<F
         backend_problems(&spec.backend.docker, &spec.backend.in_memory, "spec")
     };
     let mut errors = ratchet(backend(&new.spec), old.map(|o| backend(&o.spec)));
+    if let Some(old) = old {
+        let (new, old) = (&new.spec.backend, &old.spec.backend);
+        errors.extend(backend_switch(
+            (&new.docker, &new.in_memory),
+            (&old.docker, &old.in_memory),
+            "spec",
+        ));
+    }
     if let Some(docker) = new.spec.docker() {
         let old = old.and_then(|o| o.spec.docker());
         errors.extend(validate_machine_spec(

@@ -399,3 +399,39 @@ fn dev_machine_template_update() {
     let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
     assert_eq!(fields, ["spec.template.metadata.labels[app]"]);
 }
+
+#[test]
+fn the_backend_of_a_stored_object_cannot_change() {
+    let docker = DevCluster::test().docker().port(6443);
+    let in_memory = DevCluster::test().in_memory();
+    check(
+        "cluster: docker to inMemory",
+        validate_dev_cluster(&in_memory, Some(&docker)),
+        &[
+            "spec.backend: Forbidden: the backend cannot change from docker to inMemory: what \
+             the docker backend made would be left behind; create a new object instead",
+        ],
+    );
+    check(
+        "cluster: same backend, other settings",
+        validate_dev_cluster(&docker.clone().port(7443), Some(&docker)),
+        &[],
+    );
+    let machine = DevMachine::test().custom_image("kindest/node:v1.31.0");
+    check(
+        "machine: docker to inMemory",
+        validate_dev_machine(&DevMachine::test().in_memory(), Some(&machine)),
+        &[
+            "spec.backend: Forbidden: the backend cannot change from docker to inMemory: what \
+             the docker backend made would be left behind; create a new object instead",
+        ],
+    );
+    check(
+        "machine: inMemory to docker",
+        validate_dev_machine(&machine, Some(&DevMachine::test().in_memory())),
+        &[
+            "spec.backend: Forbidden: the backend cannot change from inMemory to docker: what \
+             the inMemory backend made would be left behind; create a new object instead",
+        ],
+    );
+}
