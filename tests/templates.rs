@@ -22,6 +22,7 @@ fn the_expected_templates_ship() {
     assert_eq!(
         template_files(),
         [
+            "cluster-template-dev.yaml",
             "cluster-template-development-dev.yaml",
             "cluster-template-development-mp.yaml",
             "cluster-template-development.yaml",
@@ -370,7 +371,7 @@ fn mistakes_in_a_rendered_template_are_reported() {
             "quick-start-default-worker-machinepooltemplate",
         ),
         (
-            "cluster-template-development-dev.yaml",
+            "cluster-template-dev.yaml",
             "      backend:\n        docker:\n          # The image",
             "      customImage: kindest/node:v1.34.0\n      backend:\n        docker:\n          # The image",
             "DevMachineTemplate",

@@ -1,7 +1,8 @@
-//! The templates on the Dev kinds: the `development-dev` flavor is the default flavor with a
-//! DevCluster and DevMachineTemplates, ClusterClass quick-start-dev is quick-start with a
-//! DevClusterTemplate (CAPD 1.14's failure domains) and DevMachineTemplates, and its patches write
-//! the image where a DevMachineTemplate has it (`backend.docker.customImage`).
+//! The templates on the Dev kinds: the `dev` flavor is the default flavor with a DevCluster and
+//! DevMachineTemplates, ClusterClass quick-start-dev is quick-start with a DevClusterTemplate (CAPD
+//! 1.14's failure domains) and DevMachineTemplates, the `development-dev` flavor is the
+//! `development` flavor on class quick-start-dev (so clusterctl adds that class), and the class's
+//! patches write the image where a DevMachineTemplate has it (`backend.docker.customImage`).
 
 use std::collections::BTreeMap;
 
@@ -66,8 +67,8 @@ fn on_dev_kinds(objects: &[Value]) -> Vec<Value> {
 }
 
 #[test]
-fn the_development_dev_flavor_is_the_default_flavor_on_the_dev_kinds() {
-    let dev = render("cluster-template-development-dev.yaml", &demo());
+fn the_dev_flavor_is_the_default_flavor_on_the_dev_kinds() {
+    let dev = render("cluster-template-dev.yaml", &demo());
     assert_eq!(dev, on_dev_kinds(&render("cluster-template.yaml", &demo())));
     let cluster = find(&dev, "Cluster", "demo");
     assert_eq!(
@@ -79,13 +80,10 @@ fn the_development_dev_flavor_is_the_default_flavor_on_the_dev_kinds() {
         json!({"backend": {"docker": {}}}),
         "the docker backend, set explicitly"
     );
-    assert_clean(
-        "development-dev references",
-        &refs::check(&generate("development-dev", &demo())),
-    );
+    assert_clean("dev references", &refs::check(&generate("dev", &demo())));
 
     // A reference to the Docker kind it replaced resolves to nothing.
-    let mut objects = generate("development-dev", &demo());
+    let mut objects = generate("dev", &demo());
     objects[2]["spec"]["machineTemplate"]["spec"]["infrastructureRef"]["kind"] =
         json!("DockerMachineTemplate");
     let found = refs::check(&objects);
@@ -122,18 +120,68 @@ fn quick_start_dev_is_quick_start_on_the_dev_kinds_with_capd_failure_domains() {
     );
 }
 
-/// The development flavor's Cluster on class quick-start-dev, as clusterctl completes it.
-fn on_quick_start_dev(values: &BTreeMap<String, String>) -> Vec<Value> {
-    let mut objects = render("cluster-template-development.yaml", values);
-    let cluster = objects.iter_mut().find(|o| o["kind"] == "Cluster").unwrap();
-    cluster["spec"]["topology"]["classRef"]["name"] = json!("quick-start-dev");
-    with_classes(objects, values)
+#[test]
+fn the_development_dev_flavor_is_the_development_flavor_on_class_quick_start_dev() {
+    let file = "cluster-template-development-dev.yaml";
+    let mut custom = demo();
+    custom.insert("POD_SECURITY_STANDARD_ENABLED".into(), "false".into());
+    for values in [demo(), custom] {
+        let mut expected = render("cluster-template-development.yaml", &values);
+        expected[0]["spec"]["topology"]["classRef"]["name"] = json!("quick-start-dev");
+        assert_eq!(render(file, &values), expected);
+    }
+    assert_eq!(
+        envsubst::variables(&template_text(file)).unwrap(),
+        envsubst::variables(&template_text("cluster-template-development.yaml")).unwrap(),
+        "the same variables, with the same defaults"
+    );
+}
+
+#[test]
+fn clusterctl_adds_quick_start_dev_to_the_development_dev_flavor() {
+    let objects = generate("development-dev", &demo());
+    let kinds: Vec<String> = objects.iter().map(describe).collect();
+    assert_eq!(
+        kinds,
+        [
+            "Cluster demo (cluster.x-k8s.io/v1beta2)",
+            "ClusterClass quick-start-dev (cluster.x-k8s.io/v1beta2)",
+            "DevClusterTemplate quick-start-dev-cluster (infrastructure.cluster.x-k8s.io/v1beta2)",
+            "KubeadmControlPlaneTemplate quick-start-dev-control-plane (controlplane.cluster.x-k8s.io/v1beta2)",
+            "DevMachineTemplate quick-start-dev-control-plane (infrastructure.cluster.x-k8s.io/v1beta2)",
+            "DevMachineTemplate quick-start-dev-default-worker-machinetemplate (infrastructure.cluster.x-k8s.io/v1beta2)",
+            "KubeadmConfigTemplate quick-start-dev-default-worker-bootstraptemplate (bootstrap.cluster.x-k8s.io/v1beta2)",
+        ],
+        "the class on the Dev kinds, nothing of quick-start"
+    );
+    // The topology asks only for classes quick-start-dev has: its control plane and one
+    // MachineDeployment of class default-worker, no MachinePool.
+    let topology = &find(&objects, "Cluster", "demo")["spec"]["topology"];
+    assert_eq!(
+        topology["workers"],
+        json!({"machineDeployments": [{"class": "default-worker", "name": "md-0", "replicas": 1}]})
+    );
+    let class = find(&objects, "ClusterClass", "quick-start-dev");
+    assert_eq!(
+        class["spec"]["workers"]["machineDeployments"][0]["class"],
+        "default-worker"
+    );
+    assert_clean("development-dev references", &refs::check(&objects));
+
+    // A pool worker has no class here.
+    let mut pools = render("cluster-template-development-mp.yaml", &demo());
+    pools[0]["spec"]["topology"]["classRef"]["name"] = json!("quick-start-dev");
+    let found = refs::check(&with_classes(pools, &demo()));
+    assert!(
+        found.len() == 1
+            && found[0].contains("machine pool \"mp-0\" uses class \"default-worker\""),
+        "{found:?}"
+    );
 }
 
 #[test]
 fn quick_start_dev_patches_put_the_kind_image_in_the_docker_backend() {
-    let objects = on_quick_start_dev(&demo());
-    assert_clean("quick-start-dev references", &refs::check(&objects));
+    let objects = generate("development-dev", &demo());
     let patched = patched_objects(objects.clone(), &demo(), |_| {});
     assert_eq!(
         roles(&patched),
@@ -155,18 +203,8 @@ fn quick_start_dev_patches_put_the_kind_image_in_the_docker_backend() {
     }
     let mut old = demo();
     old.insert("KUBERNETES_VERSION".into(), "v1.24.17+build.1".into());
-    let old = patched_objects(on_quick_start_dev(&old), &old, |_| {});
+    let old = patched_objects(generate("development-dev", &old), &old, |_| {});
     assert_eq!(image(&old, "controlPlane"), "kindest/node:v1.24.17_build.1");
-
-    // A pool worker has no class here.
-    let mut pools = render("cluster-template-development-mp.yaml", &demo());
-    pools[0]["spec"]["topology"]["classRef"]["name"] = json!("quick-start-dev");
-    let found = refs::check(&with_classes(pools, &demo()));
-    assert!(
-        found.len() == 1
-            && found[0].contains("machine pool \"mp-0\" uses class \"default-worker\""),
-        "{found:?}"
-    );
 
     if skip_capi("quick_start_dev_patches_put_the_kind_image_in_the_docker_backend") {
         return;
