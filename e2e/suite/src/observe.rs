@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams};
 
-use crate::Env;
 use crate::core::kinds;
 use crate::docker::{cluster_containers, network_exists, volume_exists};
+use crate::{Env, eventually};
 
 impl Env {
     /// The Events of the current namespace about an object, as `(type, reason, message)`.
@@ -31,6 +31,30 @@ impl Env {
                 )
             })
             .collect()
+    }
+
+    /// Waits until an Event of `type_` and `reason` about `kind` `name` exists whose message
+    /// contains `text` (Events are published after the status writes a test waits for); returns
+    /// its message.
+    pub async fn wait_event(
+        &self,
+        kind: &str,
+        name: &str,
+        (type_, reason): (&str, &str),
+        text: &str,
+    ) -> String {
+        eventually(
+            Duration::from_secs(30),
+            &format!("a {type_} Event {reason} on {kind} {name}"),
+            || async {
+                self.events_about(kind, name)
+                    .await
+                    .into_iter()
+                    .find(|(t, r, m)| t == type_ && r == reason && m.contains(text))
+                    .map(|(_, _, message)| message)
+            },
+        )
+        .await
     }
 
     /// `kind/name` → resourceVersion of the objects of the current namespace (of [`kinds`]).

@@ -85,13 +85,8 @@ async fn the_in_memory_backend_is_reported_unsupported_and_provisions_nothing() 
             json!(null),
             "an unsupported {kind} is never provisioned"
         );
-        let events = env.events_about(kind, object).await;
-        assert!(
-            events.iter().any(|(t, r, m)| t == "Warning"
-                && r == "BackendNotSupported"
-                && m.contains("inMemory")),
-            "a Warning Event on the {kind}: {events:?}"
-        );
+        env.wait_event(kind, object, ("Warning", "BackendNotSupported"), "inMemory")
+            .await;
     }
     assert_eq!(
         cluster_containers(&name),

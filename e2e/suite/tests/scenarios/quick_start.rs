@@ -84,13 +84,8 @@ pub async fn quick_start(mut env: Env) {
         dc.data["status"]["failureDomains"],
         json!([{"name": "fd-a", "controlPlane": true}, {"name": "fd-b"}])
     );
-    let events = env.events_about(cluster_kind, &name).await;
-    assert!(
-        events
-            .iter()
-            .any(|(t, r, _)| t == "Normal" && r == "Provisioned"),
-        "Provisioned event on the {cluster_kind}: {events:?}"
-    );
+    env.wait_event(cluster_kind, &name, ("Normal", "Provisioned"), "")
+        .await;
     let port = published_port(&lb, 6443).expect("the load balancer publishes 6443");
     let answer = https_get_until(port, "/healthz", Duration::from_secs(30), |a| {
         a.status == 200
@@ -119,14 +114,10 @@ pub async fn quick_start(mut env: Env) {
         assert_eq!(dm.data["status"]["failureDomain"], json!(fd));
         assert_eq!(kubeadm_runs(container), 1, "{container} bootstrapped once");
         assert_eq!(condition_state(dm, "Ready").unwrap().0, "True");
-        let events = env
-            .events_about(machine_kind, dm.metadata.name.as_deref().unwrap())
-            .await;
+        let object = dm.metadata.name.as_deref().unwrap();
         for reason in ["ContainerProvisioned", "BootstrapCompleted"] {
-            assert!(
-                events.iter().any(|(t, r, _)| t == "Normal" && r == reason),
-                "{reason} event: {events:?}"
-            );
+            env.wait_event(machine_kind, object, ("Normal", reason), "")
+                .await;
         }
     }
     // The control plane's registration in the load balancer, where each kind records it.
