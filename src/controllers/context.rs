@@ -14,7 +14,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
 use super::backoff::ErrorBackoff;
-use super::error::{Error, Result, is_not_found};
+use super::error::{Error, Result};
 use super::kinds::{ClusterView, Recorded, ServedKind};
 use super::meta::refers_to;
 use super::tasks::TaskRegistry;
@@ -132,23 +132,8 @@ impl Context {
             + DeserializeOwned
             + Debug,
     {
-        let key = ObjectRef::<DeserializeGuard<K>>::new(name).within(namespace);
-        let guarded = match store.get(&key) {
-            Some(cached) => (*cached).clone(),
-            None => {
-                let api: Api<DeserializeGuard<K>> = Api::namespaced(self.client(), namespace);
-                match api.get_opt(name).await {
-                    Ok(Some(found)) => found,
-                    Ok(None) => return Ok(None),
-                    Err(e) if is_not_found(&e) => return Ok(None),
-                    Err(source) => {
-                        return Err(Error::Kube {
-                            action: format!("get {} {namespace}/{name}", K::kind(&())),
-                            source,
-                        });
-                    }
-                }
-            }
+        let Some(guarded) = self.cached_or_read(store, namespace, name).await? else {
+            return Ok(None);
         };
         guarded.0.map(Some).map_err(|invalid| Error::InvalidObject {
             kind: kind_of::<K>(),

@@ -318,32 +318,22 @@ pub fn start(
     // The templates' capacity: DockerMachineTemplates, DevMachineTemplates when the Dev* kinds are
     // served, and DockerMachinePoolTemplates when machine pools are on (all under
     // `--dockermachinetemplate-concurrency`).
-    let template_concurrency = concurrency.docker_machine_template;
-    tasks.extend(template_task(
-        &manager,
-        api::<DockerMachineTemplate>(&client, namespace),
+    tasks.extend(template_task::<DockerMachineTemplate>(
+        &ctx,
         watch_config(),
-        template_concurrency,
-        ctx.clone(),
         &stop,
     ));
     if config.dev_kinds {
-        tasks.extend(template_task(
-            &manager,
-            api::<DevMachineTemplate>(&client, namespace),
+        tasks.extend(template_task::<DevMachineTemplate>(
+            &ctx,
             watch_config(),
-            template_concurrency,
-            ctx.clone(),
             &stop,
         ));
     }
     if config.machine_pools {
-        tasks.extend(template_task(
-            &manager,
-            api::<DockerMachinePoolTemplate>(&client, namespace),
+        tasks.extend(template_task::<DockerMachinePoolTemplate>(
+            &ctx,
             watch_config(),
-            template_concurrency,
-            ctx.clone(),
             &stop,
         ));
     }
@@ -663,14 +653,14 @@ where
 /// The capacity controller of one template kind as one task: its own watch, readiness once the
 /// watch has synced, and the controller. `None` (logged) if the watch refuses a subscriber.
 fn template_task<K: CapacityTemplate>(
-    manager: &manager::Context,
-    api: Api<K>,
+    ctx: &Arc<Context>,
     config: watcher::Config,
-    concurrency: u16,
-    ctx: Arc<Context>,
     stop: &CancellationToken,
 ) -> Option<ControllerTask> {
     let name = K::CONTROLLER;
+    let manager = &ctx.manager;
+    let concurrency = manager.config.concurrency.docker_machine_template;
+    let api = api::<K>(&manager.client, manager.config.namespace.as_deref());
     manager.metrics.register_controller(name, concurrency);
     manager.readiness.require(name);
     let watch = SharedWatch::new(api, config, K::KIND);
@@ -691,6 +681,7 @@ fn template_task<K: CapacityTemplate>(
     let synced = watch.synced();
     let driver = watch.into_driver();
     let (readiness, stop) = (manager.readiness.clone(), stop.clone());
+    let ctx = ctx.clone();
     let future = async move {
         let watch = async move {
             tokio::select! {

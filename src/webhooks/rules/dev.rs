@@ -16,7 +16,7 @@ use super::machine::validate_machine_spec;
 use super::{Context, TemplateParts, cluster, machine, ratchet, validate_immutable_template};
 use crate::api::v1beta2::{
     DevCluster, DevClusterSpec, DevClusterTemplate, DevMachine, DevMachineSpec, DevMachineTemplate,
-    DockerClusterBackendSpec,
+    DockerClusterBackendSpec, DockerClusterSpec, DockerMachineSpec,
 };
 use crate::webhooks::field::FieldError;
 
@@ -27,13 +27,51 @@ fn default_backend<D: Default, M>(docker: &mut Option<D>, in_memory: &Option<M>)
     }
 }
 
+/// What the rules read of a Dev* spec: the backends it names and its docker view.
+trait DevSpec {
+    /// The Docker* spec the docker backend stands for.
+    type Docker;
+
+    /// Whether `backend.docker` and `backend.inMemory` are set.
+    fn backends(&self) -> (bool, bool);
+
+    /// The docker view, `None` for another backend.
+    fn docker_view(&self) -> Option<Self::Docker>;
+}
+
+impl DevSpec for DevClusterSpec {
+    type Docker = DockerClusterSpec;
+
+    fn backends(&self) -> (bool, bool) {
+        (
+            self.backend.docker.is_some(),
+            self.backend.in_memory.is_some(),
+        )
+    }
+
+    fn docker_view(&self) -> Option<DockerClusterSpec> {
+        self.docker()
+    }
+}
+
+impl DevSpec for DevMachineSpec {
+    type Docker = DockerMachineSpec;
+
+    fn backends(&self) -> (bool, bool) {
+        (
+            self.backend.docker.is_some(),
+            self.backend.in_memory.is_some(),
+        )
+    }
+
+    fn docker_view(&self) -> Option<DockerMachineSpec> {
+        self.docker()
+    }
+}
+
 /// Refuses a backend (at `path`) with both docker and in-memory set.
-fn backend_problems<D, M>(
-    docker: &Option<D>,
-    in_memory: &Option<M>,
-    path: &str,
-) -> Vec<FieldError> {
-    if docker.is_none() || in_memory.is_none() {
+fn backend_problems(backends: (bool, bool), path: &str) -> Vec<FieldError> {
+    if backends != (true, true) {
         return Vec::new();
     }
     vec![FieldError::forbidden(
@@ -43,8 +81,8 @@ fn backend_problems<D, M>(
 }
 
 /// The name of the backend set, when exactly one is.
-fn backend_name<D, M>(docker: &Option<D>, in_memory: &Option<M>) -> Option<&'static str> {
-    match (docker.is_some(), in_memory.is_some()) {
+fn backend_name(backends: (bool, bool)) -> Option<&'static str> {
+    match backends {
         (true, false) => Some("docker"),
         (false, true) => Some("inMemory"),
         _ => None,
@@ -54,12 +92,8 @@ fn backend_name<D, M>(docker: &Option<D>, in_memory: &Option<M>) -> Option<&'sta
 /// Refuses an update (at `path`) that moves an object from one backend to another: what the
 /// old backend made (containers, the load balancer) would be left behind, since the controllers
 /// only know the backend the object names now.
-fn backend_switch<D, M>(
-    new: (&Option<D>, &Option<M>),
-    old: (&Option<D>, &Option<M>),
-    path: &str,
-) -> Vec<FieldError> {
-    match (backend_name(new.0, new.1), backend_name(old.0, old.1)) {
+fn backend_switch(new: (bool, bool), old: (bool, bool), path: &str) -> Vec<FieldError> {
+    match (backend_name(new), backend_name(old)) {
         (Some(new), Some(old)) if new != old => vec![FieldError::forbidden(
             format!("{path}.backend"),
             format!(
@@ -68,6 +102,28 @@ fn backend_switch<D, M>(
         )],
         _ => Vec::new(),
     }
+}
+
+/// The validation rules of a Docker* spec: new, old (on update), path.
+type DockerRules<D> = fn(&D, Option<&D>, &str) -> Vec<FieldError>;
+
+/// Validates a Dev* spec being created (`old` is `None`) or updated: the backend checks, then
+/// `docker_rules` (a Docker* kind's) on the docker view, reported at the Dev path.
+fn validate_dev_spec<S: DevSpec>(
+    new: &S,
+    old: Option<&S>,
+    docker_rules: DockerRules<S::Docker>,
+) -> Vec<FieldError> {
+    let backend = |spec: &S| backend_problems(spec.backends(), "spec");
+    let mut errors = ratchet(backend(new), old.map(backend));
+    if let Some(old) = old {
+        errors.extend(backend_switch(new.backends(), old.backends(), "spec"));
+    }
+    if let Some(docker) = new.docker_view() {
+        let old = old.and_then(DevSpec::docker_view);
+        errors.extend(docker_rules(&docker, old.as_ref(), &docker_path("spec")));
+    }
+    errors
 }
 
 /// Where a Dev spec at `path` keeps its docker settings.
@@ -117,27 +173,7 @@ pub fn default_dev_machine_template(template: &mut DevMachineTemplate) -> Vec<St
 
 /// Validates a DevCluster being created (`old` is `None`) or updated.
 pub fn validate_dev_cluster(new: &DevCluster, old: Option<&DevCluster>) -> Vec<FieldError> {
-    let backend = |spec: &DevClusterSpec| {
-        backend_problems(&spec.backend.docker, &spec.backend.in_memory, "spec")
-    };
-    let mut errors = ratchet(backend(&new.spec), old.map(|o| backend(&o.spec)));
-    if let Some(old) = old {
-        let (new, old) = (&new.spec.backend, &old.spec.backend);
-        errors.extend(backend_switch(
-            (&new.docker, &new.in_memory),
-            (&old.docker, &old.in_memory),
-            "spec",
-        ));
-    }
-    if let Some(docker) = new.spec.docker() {
-        let old = old.and_then(|o| o.spec.docker());
-        errors.extend(validate_cluster_spec(
-            &docker,
-            old.as_ref(),
-            &docker_path("spec"),
-        ));
-    }
-    errors
+    validate_dev_spec(&new.spec, old.map(|o| &o.spec), validate_cluster_spec)
 }
 
 /// Validates a DevClusterTemplate being created (`old` is `None`) or updated: the
@@ -167,7 +203,7 @@ pub fn validate_dev_cluster_template(
 /// The checks of a DevCluster spec at `path` that ratchet on update: the backend, and those
 /// this provider adds to a DockerCluster's.
 fn cluster_spec_problems(spec: &DevClusterSpec, path: &str) -> Vec<FieldError> {
-    let mut errors = backend_problems(&spec.backend.docker, &spec.backend.in_memory, path);
+    let mut errors = backend_problems(spec.backends(), path);
     if let Some(docker) = spec.docker() {
         errors.extend(cluster::spec_problems(&docker, &docker_path(path)));
     }
@@ -176,27 +212,7 @@ fn cluster_spec_problems(spec: &DevClusterSpec, path: &str) -> Vec<FieldError> {
 
 /// Validates a DevMachine being created (`old` is `None`) or updated.
 pub fn validate_dev_machine(new: &DevMachine, old: Option<&DevMachine>) -> Vec<FieldError> {
-    let backend = |spec: &DevMachineSpec| {
-        backend_problems(&spec.backend.docker, &spec.backend.in_memory, "spec")
-    };
-    let mut errors = ratchet(backend(&new.spec), old.map(|o| backend(&o.spec)));
-    if let Some(old) = old {
-        let (new, old) = (&new.spec.backend, &old.spec.backend);
-        errors.extend(backend_switch(
-            (&new.docker, &new.in_memory),
-            (&old.docker, &old.in_memory),
-            "spec",
-        ));
-    }
-    if let Some(docker) = new.spec.docker() {
-        let old = old.and_then(|o| o.spec.docker());
-        errors.extend(validate_machine_spec(
-            &docker,
-            old.as_ref(),
-            &docker_path("spec"),
-        ));
-    }
-    errors
+    validate_dev_spec(&new.spec, old.map(|o| &o.spec), validate_machine_spec)
 }
 
 /// Validates a DevMachineTemplate being created (`old` is `None`) or updated: the
@@ -218,7 +234,7 @@ pub fn validate_dev_machine_template(
 /// The checks of a DevMachine spec at `path` that ratchet on update: the backend, and those
 /// this provider adds to a DockerMachine's.
 fn machine_spec_problems(spec: &DevMachineSpec, path: &str) -> Vec<FieldError> {
-    let mut errors = backend_problems(&spec.backend.docker, &spec.backend.in_memory, path);
+    let mut errors = backend_problems(spec.backends(), path);
     if let Some(docker) = spec.docker() {
         errors.extend(machine::spec_problems(&docker, &docker_path(path)));
     }
