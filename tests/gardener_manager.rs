@@ -93,6 +93,23 @@ impl Drop for Manager {
     }
 }
 
+/// An `Infrastructure` naming `network` gets it created and reported in its status, then removed
+/// with the object.
+async fn creates_and_deletes_the_network(env: &Env, engine: &DockerEngine, network: &str) {
+    env.create("infra", "docker", Some(config(json!({"name": network}))))
+        .await;
+    let created = env.wait_operation("infra", "Create", "Succeeded").await;
+    let docker = engine.inspect_network(network).await.unwrap();
+    assert_eq!(
+        docker.map(|n| n.id),
+        Some(provider_status(&created).network.id),
+        "the manager created the network it reports"
+    );
+    env.delete("infra").await;
+    env.wait_gone("infra").await;
+    assert_eq!(engine.inspect_network(network).await.unwrap(), None);
+}
+
 #[tokio::test]
 async fn the_flag_runs_the_controller_in_the_manager() {
     let engine = match DockerEngine::connect().await {
@@ -120,19 +137,7 @@ async fn the_flag_runs_the_controller_in_the_manager() {
     let manager = Manager::start(env.server.kubeconfig_path(), &["--gardener-infrastructure"]);
     manager.wait_ready().await;
 
-    env.create("infra", "docker", Some(config(json!({"name": network}))))
-        .await;
-    let created = env.wait_operation("infra", "Create", "Succeeded").await;
-    let docker = engine.inspect_network(&network).await.unwrap();
-    assert_eq!(
-        docker.map(|n| n.id),
-        Some(provider_status(&created).network.id),
-        "the manager created the network it reports"
-    );
-
-    env.delete("infra").await;
-    env.wait_gone("infra").await;
-    assert_eq!(engine.inspect_network(&network).await.unwrap(), None);
+    creates_and_deletes_the_network(&env, &engine, &network).await;
     let log = manager.log();
     assert!(
         log.contains("controllers=cluster-api,gardener-infrastructure"),
@@ -165,17 +170,7 @@ async fn alone_the_gardener_controller_needs_no_cluster_api_crd_and_no_webhook()
     );
     manager.wait_ready().await;
 
-    env.create("infra", "docker", Some(config(json!({"name": network}))))
-        .await;
-    let created = env.wait_operation("infra", "Create", "Succeeded").await;
-    let docker = engine.inspect_network(&network).await.unwrap();
-    assert_eq!(
-        docker.map(|n| n.id),
-        Some(provider_status(&created).network.id),
-        "the manager created the network it reports"
-    );
-    env.delete("infra").await;
-    env.wait_gone("infra").await;
+    creates_and_deletes_the_network(&env, &engine, &network).await;
 
     let asked: Vec<String> = env
         .server

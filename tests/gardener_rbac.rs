@@ -47,14 +47,20 @@ fn render_with_component() -> Vec<Value> {
         root.join("config/gardener").display()
     );
     std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
+    let objects = kustomize(&overlay);
+    let _ = std::fs::remove_dir_all(&overlay);
+    objects
+}
+
+/// The objects `kubectl kustomize dir` renders.
+fn kustomize(dir: &Path) -> Vec<Value> {
     let output = Command::new("kubectl")
         .arg("kustomize")
-        .arg(&overlay)
+        .arg(dir)
         .output()
         .unwrap_or_else(|e| {
             panic!("kubectl (>= 1.27, for its kustomize) is required but could not be run: {e}")
         });
-    let _ = std::fs::remove_dir_all(&overlay);
     assert!(
         output.status.success(),
         "kubectl kustomize failed: {}",
@@ -153,19 +159,7 @@ fn without_the_component_nothing_about_gardener_is_deployed() {
 
 /// Renders `config/gardener/standalone`.
 fn render_standalone() -> Vec<Value> {
-    let output = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(repo_root().join("config/gardener/standalone"))
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl kustomize failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("multi-document YAML");
-    docs.into_iter().filter(|d| !d.is_null()).collect()
+    kustomize(&repo_root().join("config/gardener/standalone"))
 }
 
 #[test]
