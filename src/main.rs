@@ -29,7 +29,7 @@ fn main() -> ExitCode {
         let shutdown = CancellationToken::new();
         manager::spawn_signal_handler(shutdown.clone())
             .map_err(|e| format!("install signal handlers: {}", error_chain(&e)))?;
-        let wiring = capd::controllers::wiring(args.gardener_infrastructure);
+        let wiring = manager::wiring(args.controller_set());
         manager::run(args, wiring, shutdown)
             .await
             .map_err(|e| error_chain(&e))

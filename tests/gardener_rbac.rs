@@ -1,6 +1,7 @@
 //! Packaging of the Gardener controller: the optional `config/gardener` kustomize component, added
 //! to `config/default` the way its README section says, turns the flag on and grants exactly what
-//! the controller does on `extensions.gardener.cloud` infrastructures.
+//! the controller does on `extensions.gardener.cloud` infrastructures; `config/gardener/standalone`
+//! deploys the extension alone, without Cluster API, CAPD CRDs or webhooks.
 //!
 //! Needs `kubectl` (its built-in kustomize), like `tests/components.rs`.
 
@@ -46,14 +47,20 @@ fn render_with_component() -> Vec<Value> {
         root.join("config/gardener").display()
     );
     std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
+    let objects = kustomize(&overlay);
+    let _ = std::fs::remove_dir_all(&overlay);
+    objects
+}
+
+/// The objects `kubectl kustomize dir` renders.
+fn kustomize(dir: &Path) -> Vec<Value> {
     let output = Command::new("kubectl")
         .arg("kustomize")
-        .arg(&overlay)
+        .arg(dir)
         .output()
         .unwrap_or_else(|e| {
             panic!("kubectl (>= 1.27, for its kustomize) is required but could not be run: {e}")
         });
-    let _ = std::fs::remove_dir_all(&overlay);
     assert!(
         output.status.success(),
         "kubectl kustomize failed: {}",
@@ -147,5 +154,106 @@ fn without_the_component_nothing_about_gardener_is_deployed() {
     assert!(
         !text.contains("gardener"),
         "the clusterctl components stay free of the Gardener controller"
+    );
+}
+
+/// Renders `config/gardener/standalone`.
+fn render_standalone() -> Vec<Value> {
+    kustomize(&repo_root().join("config/gardener/standalone"))
+}
+
+#[test]
+fn the_standalone_overlay_deploys_only_the_extension() {
+    let objects = render_standalone();
+
+    let kinds: Vec<&str> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    for absent in [
+        "CustomResourceDefinition",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "Certificate",
+        "Issuer",
+        "Service",
+    ] {
+        assert!(!kinds.contains(&absent), "no {absent} in {kinds:?}");
+    }
+    let text = serde_json::to_string(&objects).unwrap();
+    assert!(
+        !text.contains("x-k8s.io/v1beta") && !text.contains("${"),
+        "nothing of Cluster API and no clusterctl variable"
+    );
+
+    let deployment = find(&objects, "Deployment", "capd-gardener-controller-manager");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["args"],
+        json!([
+            "--controllers=gardener-infrastructure",
+            "--leader-elect",
+            "--diagnostics-address=:8443"
+        ])
+    );
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["secret"].is_null()),
+        "no webhook certificate is mounted: {}",
+        pod["volumes"]
+    );
+    let namespace = "capd-gardener-system";
+    assert_eq!(deployment["metadata"]["namespace"], namespace);
+    assert_eq!(pod["serviceAccountName"], "capd-gardener-manager");
+    find(&objects, "Namespace", namespace);
+
+    let subject = json!([{"kind": "ServiceAccount", "name": "capd-gardener-manager", "namespace": namespace}]);
+    let role = find(&objects, "ClusterRole", "capd-gardener-infrastructure-role");
+    let component_role = find(
+        &render_with_component(),
+        "ClusterRole",
+        "capd-gardener-infrastructure-role",
+    )
+    .clone();
+    assert_eq!(
+        role["rules"], component_role["rules"],
+        "the component's rules"
+    );
+    for (kind, binding) in [
+        (
+            "ClusterRoleBinding",
+            "capd-gardener-infrastructure-rolebinding",
+        ),
+        ("ClusterRoleBinding", "capd-gardener-manager-rolebinding"),
+        ("RoleBinding", "capd-gardener-leader-election-rolebinding"),
+    ] {
+        assert_eq!(
+            find(&objects, kind, binding)["subjects"],
+            subject,
+            "{binding}"
+        );
+    }
+    let manager_role = find(&objects, "ClusterRole", "capd-gardener-manager-role");
+    assert_eq!(
+        manager_role["rules"],
+        json!([
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+        ]),
+        "Events and the metrics endpoint's reviews only: no Secret, no CRD, no Cluster API object"
+    );
+    let roles: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles.len(),
+        3,
+        "the controller's, the manager's and leader election's: {roles:?}"
     );
 }

@@ -42,6 +42,7 @@ const FLAGS: &[&str] = &[
     "--v",
     "--logging-format",
     "--docker-network",
+    "--controllers",
     "--gardener-infrastructure",
     "--kubeconfig",
 ];
@@ -145,6 +146,29 @@ fn a_bad_flag_value_exits_2_naming_the_flag_and_the_problem() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(stderr.contains("missing unit"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_or_empty_controller_set_exits_2_before_anything_starts() {
+    let (output, _) = run_manager(
+        &["--controllers=cluster-api,gardener"],
+        &[],
+        Duration::from_secs(10),
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("--controllers"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "unknown controller \"gardener\": expected cluster-api or gardener-infrastructure"
+        ),
+        "{stderr}"
+    );
+
+    let (output, _) = run_manager(&["--controllers="], &[], Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("no controller named"), "{stderr}");
 }
 
 #[test]

@@ -11,7 +11,8 @@ use futures::StreamExt;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::Recorder;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -142,21 +143,25 @@ pub async fn run(
     readiness: Readiness,
     stop: CancellationToken,
 ) {
-    let controller = Controller::new(api, watch)
+    // Readiness comes from the watch's own `InitDone` event: `Store::wait_until_ready` keeps one
+    // waker per store and the controller already waits on it, so a second waiter may never wake.
+    let (reader, writer) = reflector::store();
+    let mut synced = false;
+    let trigger = reflector(writer, watcher(api, watch))
+        .inspect(move |event| {
+            if !synced && matches!(event, Ok(watcher::Event::InitDone)) {
+                synced = true;
+                tracing::info!(controller = CONTROLLER_NAME, "Watch synced");
+                readiness.mark_ready(CONTROLLER_NAME);
+            }
+        })
+        .applied_objects();
+    Controller::for_stream(trigger, reader)
         .with_config(Config::default().concurrency(CONCURRENCY))
-        .graceful_shutdown_on(stop.cancelled_owned());
-    let store = controller.store();
-    let synced = tokio::spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            tracing::info!(controller = CONTROLLER_NAME, "Watch synced");
-            readiness.mark_ready(CONTROLLER_NAME);
-        }
-    });
-    controller
+        .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
-    synced.abort();
 }
 
 /// One reconcile: never fails towards kube-runtime; failures are logged, counted, recorded in

@@ -4,7 +4,9 @@
 //! Gardener creates an `Infrastructure` (`extensions.gardener.cloud/v1alpha1`) in the seed; for
 //! `spec.type: docker` this controller creates or adopts the shoot's Docker network and reports it
 //! in the status (`providerStatus`, `nodesCIDR`, `lastOperation`, `lastError`,
-//! `observedGeneration`, `state`). It is started by the manager flag `--gardener-infrastructure`.
+//! `observedGeneration`, `state`). The manager runs it when `--controllers` names
+//! `gardener-infrastructure` (or with `--gardener-infrastructure`), alone or next to the Cluster API
+//! controllers (see [`crate::manager::wiring`]).
 //!
 //! Phases, as in the other controllers: [`step`] decides what to do from the object alone (pure),
 //! [`config`] validates `spec.providerConfig` (pure), [`network`] acts on the Docker engine,

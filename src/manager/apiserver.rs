@@ -22,10 +22,16 @@ pub const INFRASTRUCTURE_GROUP_VERSION: &str = "infrastructure.cluster.x-k8s.io/
 /// The API group and version of the Cluster API core objects the controllers read.
 pub const CLUSTER_API_GROUP_VERSION: &str = "cluster.x-k8s.io/v1beta2";
 
-/// The resources the controllers watch, by group version; start-up waits until discovery lists
-/// all of them: ours (installed with the provider) and Cluster API core's (installed by
-/// `clusterctl init` with the core provider), without which no watch could start.
-pub const REQUIRED_RESOURCES: [(&str, &[&str]); 2] = [
+/// The API group and version of Gardener's extension objects the Gardener controller watches.
+pub const GARDENER_GROUP_VERSION: &str = "extensions.gardener.cloud/v1alpha1";
+
+/// Resources by group version: what discovery must list.
+pub type ResourceTable = (&'static str, &'static [&'static str]);
+
+/// The resources the Cluster API controllers watch, by group version; start-up waits until
+/// discovery lists all of them: ours (installed with the provider) and Cluster API core's
+/// (installed by `clusterctl init` with the core provider), without which no watch could start.
+pub const CLUSTER_API_RESOURCES: [ResourceTable; 2] = [
     (
         INFRASTRUCTURE_GROUP_VERSION,
         &["dockerclusters", "dockermachines", "dockermachinetemplates"],
@@ -33,9 +39,13 @@ pub const REQUIRED_RESOURCES: [(&str, &[&str]); 2] = [
     (CLUSTER_API_GROUP_VERSION, &["clusters", "machines"]),
 ];
 
-/// The resources the DockerMachinePool controller watches besides [`REQUIRED_RESOURCES`]: it runs
+/// The resource the Gardener `Infrastructure` controller watches (Gardener installs its CRD in
+/// the seed).
+pub const GARDENER_RESOURCES: [ResourceTable; 1] = [(GARDENER_GROUP_VERSION, &["infrastructures"])];
+
+/// The resources the DockerMachinePool controller watches besides [`CLUSTER_API_RESOURCES`]: it runs
 /// only where they are served (see [`missing_optional_resources`]).
-pub const MACHINE_POOL_RESOURCES: [(&str, &[&str]); 2] = [
+pub const MACHINE_POOL_RESOURCES: [ResourceTable; 2] = [
     (
         INFRASTRUCTURE_GROUP_VERSION,
         &["dockermachinepools", "dockermachinepooltemplates"],
@@ -46,7 +56,7 @@ pub const MACHINE_POOL_RESOURCES: [(&str, &[&str]); 2] = [
 /// The resources the DevCluster, DevMachine and DevMachineTemplate controllers watch: they run
 /// only where they are served (see [`missing_optional_resources`]), so a manager given only the
 /// Docker* CRDs keeps serving those.
-pub const DEV_RESOURCES: [(&str, &[&str]); 1] = [(
+pub const DEV_RESOURCES: [ResourceTable; 1] = [(
     INFRASTRUCTURE_GROUP_VERSION,
     &["devclusters", "devmachines", "devmachinetemplates"],
 )];
@@ -181,19 +191,21 @@ pub enum CrdWait {
     Cancelled,
 }
 
-/// Polls discovery until every group version of [`REQUIRED_RESOURCES`] lists its resources,
+/// Polls discovery until every group version of `required` lists its resources (see
+/// [`super::wiring::ControllerSet::required_resources`]),
 /// logging what it waits for when that changes and every 30 seconds. Failures are logged and
 /// retried, except rejected credentials (`/version` needs none, so they first show here), which no
 /// amount of waiting fixes.
 pub async fn wait_for_crds(
     client: &Client,
     url: &str,
+    required: &[ResourceTable],
     shutdown: &CancellationToken,
 ) -> Result<CrdWait, ApiServerError> {
     let mut last_report: Option<(String, tokio::time::Instant)> = None;
     loop {
         let mut waiting_for = Vec::new();
-        for (group_version, required) in REQUIRED_RESOURCES {
+        for &(group_version, required) in required {
             match client.list_api_group_resources(group_version).await {
                 Ok(list) => {
                     let missing = missing_resources(required, &list);
@@ -240,10 +252,7 @@ pub async fn wait_for_crds(
 
 /// The resources of `table` (see [`MACHINE_POOL_RESOURCES`], [`DEV_RESOURCES`]) discovery does
 /// not list (`group/version resource`), or the failure that kept discovery from answering.
-pub async fn missing_optional_resources(
-    client: &Client,
-    table: &[(&'static str, &'static [&'static str])],
-) -> Vec<String> {
+pub async fn missing_optional_resources(client: &Client, table: &[ResourceTable]) -> Vec<String> {
     let mut missing = Vec::new();
     for (group_version, wanted) in table {
         match client.list_api_group_resources(group_version).await {
@@ -281,7 +290,7 @@ mod tests {
 
     #[test]
     fn every_watched_resource_of_ours_and_of_cluster_api_is_needed() {
-        let [(ours, infra), (core, capi)] = REQUIRED_RESOURCES;
+        let [(ours, infra), (core, capi)] = CLUSTER_API_RESOURCES;
         assert_eq!(ours, INFRASTRUCTURE_GROUP_VERSION);
         assert_eq!(core, CLUSTER_API_GROUP_VERSION);
         assert_eq!(missing_resources(infra, &served(&[])), infra.to_vec());

@@ -11,6 +11,7 @@ use clap::{ArgAction, Parser, ValueEnum};
 
 use super::feature_gates::FeatureGates;
 use super::listen::ListenAddr;
+use super::wiring::ControllerSet;
 use crate::api::duration::parse_go_duration;
 
 /// Why a flag value was rejected (beyond what clap itself checks).
@@ -35,6 +36,12 @@ pub enum ArgsError {
     /// A required text value was empty.
     #[error("must not be empty")]
     Empty,
+    /// `--controllers` named no controller.
+    #[error("no controller named: expected one or more of cluster-api, gardener-infrastructure")]
+    NoControllers,
+    /// `--controllers` named a controller this manager does not have.
+    #[error("unknown controller {0:?}: expected cluster-api or gardener-infrastructure")]
+    UnknownController(String),
 }
 
 /// Log line format.
@@ -223,9 +230,17 @@ pub struct Args {
     )]
     pub publish_address: std::net::IpAddr,
 
-    /// Run the Gardener Infrastructure extension controller for type docker
-    /// (extensions.gardener.cloud/v1alpha1): one Docker network per Infrastructure. Needs the
-    /// RBAC of the optional config/gardener component.
+    /// Which controllers run, comma-separated: cluster-api (the Cluster API controllers and
+    /// webhooks; needs the CAPD and Cluster API CRDs) and gardener-infrastructure (the Gardener
+    /// Infrastructure extension controller; needs only Gardener's Infrastructure CRD, no webhook
+    /// server). Empty or unknown names are refused.
+    #[arg(long, value_name = "NAME,...", default_value = "cluster-api",
+          value_parser = parse_controllers)]
+    pub controllers: ControllerSet,
+
+    /// Also run the Gardener Infrastructure extension controller for type docker
+    /// (extensions.gardener.cloud/v1alpha1): one Docker network per Infrastructure. Adds
+    /// gardener-infrastructure to --controllers. Needs the RBAC of config/gardener.
     #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", action = ArgAction::Set,
           value_parser = parse_bool)]
@@ -235,6 +250,19 @@ pub struct Args {
     /// ~/.kube/config, then the in-cluster service account are used.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+}
+
+impl Args {
+    /// The controllers to run: `--controllers`, plus the Gardener controller when
+    /// `--gardener-infrastructure` is set.
+    pub fn controller_set(&self) -> ControllerSet {
+        self.controllers
+            .with_gardener_infrastructure(self.gardener_infrastructure)
+    }
+}
+
+fn parse_controllers(value: &str) -> Result<ControllerSet, ArgsError> {
+    value.parse()
 }
 
 /// Go's `strconv.ParseBool` spellings.

@@ -260,3 +260,38 @@ fn the_gardener_controller_is_off_unless_asked_for() {
     assert!(parse(&["--gardener-infrastructure"]).gardener_infrastructure);
     assert!(!parse(&["--gardener-infrastructure=false"]).gardener_infrastructure);
 }
+
+#[test]
+fn the_cluster_api_controllers_run_unless_the_flags_say_otherwise() {
+    let set = |flags: &[&str]| parse(flags).controller_set().to_string();
+    assert_eq!(set(&[]), "cluster-api");
+    assert_eq!(
+        set(&["--controllers=gardener-infrastructure"]),
+        "gardener-infrastructure"
+    );
+    assert_eq!(
+        set(&["--controllers", "cluster-api,gardener-infrastructure"]),
+        "cluster-api,gardener-infrastructure"
+    );
+    assert_eq!(
+        set(&["--gardener-infrastructure"]),
+        "cluster-api,gardener-infrastructure",
+        "the older flag adds the Gardener controller to the default"
+    );
+    assert_eq!(
+        set(&[
+            "--controllers=gardener-infrastructure",
+            "--gardener-infrastructure"
+        ]),
+        "gardener-infrastructure"
+    );
+}
+
+#[test]
+fn an_empty_or_unknown_controller_set_is_a_clear_error() {
+    assert_rejected(&["--controllers="], "no controller named");
+    assert_rejected(
+        &["--controllers=cluster-api,capd"],
+        "unknown controller \"capd\": expected cluster-api or gardener-infrastructure",
+    );
+}

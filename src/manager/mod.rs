@@ -3,7 +3,8 @@
 //!
 //! `main` parses [`Args`], calls [`telemetry::init`], installs [`spawn_signal_handler`] and awaits
 //! [`run`] with a [`Wiring`]: the Docker engine check and the function that builds the
-//! controllers once this process leads.
+//! controllers once this process leads. [`wiring()`] builds it for the controllers `--controllers`
+//! names ([`ControllerSet`]); `run` reads the same set to wait only for their CRDs.
 //!
 //! How a controller plugs in (each one requires its readiness check before it starts, marks it
 //! once its watches have synced, and returns when `stop` is cancelled):
@@ -46,6 +47,7 @@ pub mod ratelimit;
 pub mod run;
 pub mod telemetry;
 pub mod tls;
+pub mod wiring;
 
 pub use args::Args;
 pub use context::{Concurrency, Context, ControllerConfig};
@@ -56,3 +58,4 @@ pub use run::{
     ControllerTask, EngineCheck, RunError, StartControllers, Wiring, run, spawn_signal_handler,
 };
 pub use telemetry::error_chain;
+pub use wiring::{ControllerSet, wiring};

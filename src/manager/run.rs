@@ -34,7 +34,7 @@ pub const ENGINE_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the HTTP servers get to finish their requests at shutdown.
 pub const SERVER_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The `/readyz` check the manager itself requires: our CRDs are served.
+/// The `/readyz` check the manager itself requires: the CRDs its controllers watch are served.
 pub const CRDS_CHECK: &str = "crds";
 
 /// One controller's run future, named for logs and errors. The future must return once the
@@ -119,6 +119,8 @@ pub enum RunError {
 
 /// Runs the manager until `shutdown` is cancelled (`Ok`) or something fails (`Err`).
 pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Result<(), RunError> {
+    // The same set `main` builds the wiring from.
+    let controller_set = args.controller_set();
     let Args {
         namespace,
         watch_filter,
@@ -149,7 +151,8 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         logging_format: _,
         docker_network,
         publish_address,
-        // Read by `main`, which wires the Gardener controller in.
+        // Read through `controller_set` above.
+        controllers: _,
         gardener_infrastructure: _,
         kubeconfig,
     } = args;
@@ -198,6 +201,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         workload_client_burst: clustercache_client_burst,
     };
     tracing::info!(
+        controllers = %controller_set,
         namespace = controller_config.namespace.as_deref().unwrap_or("(all)"),
         watch_filter = controller_config.watch_filter.as_deref().unwrap_or("(none)"),
         feature_gates = %controller_config.feature_gates,
@@ -232,8 +236,13 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     let stop_servers = CancellationToken::new();
     let mut servers = JoinSet::new();
     // Webhooks first: every replica serves them (leader or not), and the CRDs' conversion needs
-    // them before anything else works.
-    start_webhooks(webhook_config, &mut servers, &stop_servers).await?;
+    // them before anything else works. They are for our Cluster API kinds only: the Gardener
+    // controller alone needs no webhook server and no serving certificate.
+    if controller_set.cluster_api {
+        start_webhooks(webhook_config, &mut servers, &stop_servers).await?;
+    } else {
+        tracing::info!("Webhooks are not served: the Cluster API controllers do not run");
+    }
     if let Some(listener) = health_addr.bind().await? {
         log_listening("health", &listener, "http");
         let router = health::router(readiness.clone());
@@ -268,7 +277,8 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         });
     }
 
-    match apiserver::wait_for_crds(&client, &url, &shutdown).await {
+    let required = controller_set.required_resources();
+    match apiserver::wait_for_crds(&client, &url, &required, &shutdown).await {
         Ok(CrdWait::Served) => {}
         Ok(CrdWait::Cancelled) => {
             stop(servers, &stop_servers).await;
@@ -281,25 +291,8 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     }
     readiness.mark_ready(CRDS_CHECK);
     let mut controller_config = controller_config;
-    if controller_config.machine_pools {
-        let missing =
-            apiserver::missing_optional_resources(&client, &apiserver::MACHINE_POOL_RESOURCES)
-                .await;
-        if !missing.is_empty() {
-            tracing::warn!(
-                missing = missing.join(", ").as_str(),
-                "The MachinePool feature gate is on but the machine pool CRDs are not served; the DockerMachinePool controller does not run (install them and restart the manager)"
-            );
-            controller_config.machine_pools = false;
-        }
-    }
-    let missing = apiserver::missing_optional_resources(&client, &apiserver::DEV_RESOURCES).await;
-    if !missing.is_empty() {
-        tracing::warn!(
-            missing = missing.join(", ").as_str(),
-            "The Dev* CRDs are not served; the DevCluster, DevMachine and DevMachineTemplate controllers do not run (install them and restart the manager)"
-        );
-        controller_config.dev_kinds = false;
+    if controller_set.cluster_api {
+        check_optional_resources(&client, &mut controller_config).await;
     }
 
     let mut elector = leader_config.map(|c| LeaderElector::new(client.clone(), c, metrics.clone()));
@@ -365,6 +358,30 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     }
     stop(servers, &stop_servers).await;
     outcome
+}
+
+/// Turns off the Cluster API controllers whose optional CRDs are not served (machine pools, the
+/// Dev* kinds), with a warning naming what is missing.
+async fn check_optional_resources(client: &kube::Client, controller_config: &mut ControllerConfig) {
+    if controller_config.machine_pools {
+        let missing =
+            apiserver::missing_optional_resources(client, &apiserver::MACHINE_POOL_RESOURCES).await;
+        if !missing.is_empty() {
+            tracing::warn!(
+                missing = missing.join(", ").as_str(),
+                "The MachinePool feature gate is on but the machine pool CRDs are not served; the DockerMachinePool controller does not run (install them and restart the manager)"
+            );
+            controller_config.machine_pools = false;
+        }
+    }
+    let missing = apiserver::missing_optional_resources(client, &apiserver::DEV_RESOURCES).await;
+    if !missing.is_empty() {
+        tracing::warn!(
+            missing = missing.join(", ").as_str(),
+            "The Dev* CRDs are not served; the DevCluster, DevMachine and DevMachineTemplate controllers do not run (install them and restart the manager)"
+        );
+        controller_config.dev_kinds = false;
+    }
 }
 
 /// Binds the webhook server and adds it to `servers`. A certificate that does not exist yet
