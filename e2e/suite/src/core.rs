@@ -143,6 +143,15 @@ pub fn cloud_config_running(delay_seconds: u32, command: &str) -> String {
     )
 }
 
+/// Whether a Machine is a control plane's (its `cluster.x-k8s.io/control-plane` label).
+pub fn is_control_plane(machine: &DynamicObject) -> bool {
+    machine
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key("cluster.x-k8s.io/control-plane"))
+}
+
 /// Whether a DockerMachine's bootstrap completed and it is provisioned.
 pub fn provisioned(docker_machine: &DynamicObject) -> bool {
     condition_state(docker_machine, "BootstrapCompleted")
@@ -394,23 +403,10 @@ impl Env {
     /// planes, each as [`Env::begin_machine_deletion`] and [`Env::finish_machine_deletion`]),
     /// then the DockerCluster, then the Cluster.
     pub async fn delete_cluster_as_core(&self, cluster: &str, timeout: Duration) {
-        let machines = self
-            .api(&capi("Machine"))
-            .list(&Default::default())
-            .await
-            .unwrap();
+        let machines = self.cluster_machines(cluster).await.unwrap();
         let mut names: Vec<(bool, String)> = machines
-            .items
             .iter()
-            .filter(|m| m.data["spec"]["clusterName"] == json!(cluster))
-            .map(|m| {
-                let cp = m
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .is_some_and(|l| l.contains_key("cluster.x-k8s.io/control-plane"));
-                (cp, m.metadata.name.clone().unwrap())
-            })
+            .map(|m| (is_control_plane(m), m.metadata.name.clone().unwrap()))
             .collect();
         names.sort();
         for (_, name) in &names {
@@ -424,6 +420,16 @@ impl Env {
         self.wait_gone(&kind, cluster, timeout).await;
         self.delete(&capi("Cluster"), cluster).await;
         self.wait_gone(&capi("Cluster"), cluster, timeout).await;
+    }
+
+    /// The Machines of a cluster in the current namespace.
+    pub async fn cluster_machines(&self, cluster: &str) -> kube::Result<Vec<DynamicObject>> {
+        let machines = self.api(&capi("Machine")).list(&Default::default()).await?;
+        Ok(machines
+            .items
+            .into_iter()
+            .filter(|m| m.data["spec"]["clusterName"] == json!(cluster))
+            .collect())
     }
 
     /// Stores the workload cluster's kubeconfig as Cluster API does.

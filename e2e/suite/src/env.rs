@@ -52,6 +52,10 @@ impl Management {
         Management::TestServer(TestApiServer::start(Options::default()).await.unwrap())
     }
 
+    fn is_existing(&self) -> bool {
+        matches!(self, Management::Existing(_))
+    }
+
     fn kubeconfig_path(&self) -> PathBuf {
         match self {
             Management::TestServer(handle) => handle.kubeconfig_path().to_path_buf(),
@@ -131,7 +135,20 @@ impl Env {
     /// [`Env::start_manager`] and [`Env::wait_ready`].
     pub async fn scenario_without_manager(test: &str, extra_args: &[&str]) -> Env {
         let management = Management::from_environment().await;
-        Self::prepare(management, test, extra_args, None).await
+        let isolate = management.is_existing();
+        Self::prepare(management, test, extra_args, None, isolate).await
+    }
+
+    /// The sandbox's environment (`hack/run.sh`, the Cluster API stand-in): the existing
+    /// management API of `kubeconfig`, whose manager runs already and puts clusters on `network`.
+    /// Objects go to the namespace `default` without a watch filter, as a user's would; no
+    /// manager is started. Dropping it removes the containers of [`Env::adopt_cluster`]'s
+    /// clusters and `network` when they are left.
+    pub async fn attach(kubeconfig: PathBuf, network: &str) -> Env {
+        let management = Management::Existing(kubeconfig);
+        let mut env = Self::prepare(management, "sandbox", &[], None, false).await;
+        env.network = network.to_string();
+        env
     }
 
     /// As [`Env::scenario`], with the manager run from `image` as shipped: a container under the
@@ -156,17 +173,20 @@ impl Env {
         extra_args: &[&str],
         shipped_image: Option<String>,
     ) -> Env {
-        let mut env = Self::prepare(management, test, extra_args, shipped_image).await;
+        let isolate = management.is_existing();
+        let mut env = Self::prepare(management, test, extra_args, shipped_image, isolate).await;
         env.start_manager();
         env
     }
 
-    /// Sets up an environment on a management API (CRDs, namespace), without a manager.
+    /// Sets up an environment on a management API (CRDs, namespace), without a manager. When
+    /// `isolate` (a shared cluster), it keeps to a namespace of its own and a unique watch filter.
     async fn prepare(
         management: Management,
         test: &str,
         extra_args: &[&str],
         shipped_image: Option<String>,
+        isolate: bool,
     ) -> Env {
         let images = images();
         let workload = TestApiServer::start(Options {
@@ -178,10 +198,9 @@ impl Env {
         let yaml = std::fs::read_to_string(management.kubeconfig_path()).unwrap();
         let client = client_from_yaml(&yaml).await;
         let workload_client = client_for(&workload).await;
-        let existing = matches!(management, Management::Existing(_));
         let dir = tempfile::tempdir().unwrap();
         let mut extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
-        let watch_filter = existing.then(|| unique("capd-e2e-"));
+        let watch_filter = isolate.then(|| unique("capd-e2e-"));
         if let Some(filter) = &watch_filter {
             extra_args.push(format!("--watch-filter={filter}"));
         }
@@ -204,7 +223,7 @@ impl Env {
             _dir: dir,
         };
         env.install_crds().await;
-        if existing {
+        if isolate {
             // Against a shared cluster, every environment keeps to namespaces of its own.
             env.namespace = env.create_namespace(&format!("e2e-{test}-")).await;
         }
@@ -299,6 +318,12 @@ impl Env {
         let name = unique("it");
         self.clusters.push(name.clone());
         name
+    }
+
+    /// Takes a cluster name of the caller's choosing: its containers are removed when the
+    /// environment ends, as [`Env::cluster_name`]'s are.
+    pub fn adopt_cluster(&mut self, name: &str) {
+        self.clusters.push(name.to_string());
     }
 
     /// Objects of a kind in the current namespace.

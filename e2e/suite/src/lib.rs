@@ -20,6 +20,7 @@ pub mod observe;
 pub mod pool;
 pub mod report;
 pub mod shipped;
+pub mod stand_in;
 pub mod tls;
 
 use std::future::Future;
