@@ -2,78 +2,182 @@
 # Runs the provider's main job, the controller manager, on this machine.
 #
 #   bash hack/run.sh              against the management cluster of $KUBECONFIG (or ~/.kube/config);
-#                                 when there is none, against a sandbox (below)
-#   bash hack/run.sh --sandbox    against a throwaway local test API server (e2e/apiserver), for trying
-#                                 the provider without a Kubernetes cluster
-#   bash hack/run.sh [--sandbox] -- <manager flags>   extra flags for the manager (see `--help`)
+#                                 when there is none, in a sandbox (below)
+#   bash hack/run.sh --sandbox    in a sandbox: a throwaway local test API server (e2e/apiserver), the
+#                                 manager, and a Cluster API core stand-in (e2e/suite, capi-stand-in)
+#                                 that builds a demo cluster of test node containers, shows it live,
+#                                 and deletes it on Ctrl-C, leaving nothing behind
+#   bash hack/run.sh --sandbox --once     the same without a terminal: create, check, delete, exit
+#                                 (0 when all went well)
+#   Sandbox options: --control-planes N, --workers N (default 1 and 1), --no-demo (the API server
+#   and the manager only: Cluster API's part is then played by hand or by the e2e suite).
+#   bash hack/run.sh [options] -- <manager flags>   extra flags for the manager (see `--help`)
 #
-# Our CRDs are applied first (server-side apply of config/crd/bases). The manager runs in the foreground
-# with leader election off, health on 127.0.0.1:9440 and plain-HTTP metrics on 127.0.0.1:8443; Ctrl-C
-# stops it (and the sandbox). The manager waits until Cluster API core's Cluster and Machine kinds are
-# served too: on a real management cluster `clusterctl init` installs them (README, Quick start); the
-# sandbox gets stand-in CRDs (hack/sandbox/), and Cluster API's part is then played by hand or by the
-# e2e suite.
+# Our CRDs are applied first (server-side apply of config/crd/bases). The manager runs with leader
+# election off, health on 127.0.0.1:9440 and plain-HTTP metrics on 127.0.0.1:8443. It waits until
+# Cluster API core's Cluster and Machine kinds are served too: on a real management cluster
+# `clusterctl init` installs them (README, Quick start); the sandbox gets stand-in CRDs
+# (hack/sandbox/). The sandbox builds the test node images when missing (e2e/images/build.sh), runs
+# the dev profile (CAPD_RUN_PROFILE=release for optimised binaries), puts the cluster on the Docker
+# network capd-sandbox and writes its logs and kubeconfigs to out/sandbox/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 sandbox=false
+once=false
+demo=true
+stand_in_args=()
 manager_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sandbox) sandbox=true; shift ;;
+    --once) once=true; sandbox=true; stand_in_args+=(--once); shift ;;
+    --control-planes) stand_in_args+=(--control-plane-machines "${2:?--control-planes needs a number}"); shift 2 ;;
+    --workers) stand_in_args+=(--worker-machines "${2:?--workers needs a number}"); shift 2 ;;
+    --no-demo) demo=false; shift ;;
     --) shift; manager_args=("$@"); break ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "hack/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 kubeconfig="${KUBECONFIG:-$HOME/.kube/config}"
 if [ "$sandbox" = false ] && [ ! -f "$kubeconfig" ]; then
-  echo "hack/run.sh: no kubeconfig at $kubeconfig: starting a sandbox test API server instead"
+  echo "hack/run.sh: no kubeconfig at $kubeconfig: starting a sandbox instead"
   sandbox=true
 fi
-
-# CAPD_RUN_PROFILE=dev builds faster, unoptimised binaries.
-profile="${CAPD_RUN_PROFILE:-release}"
-bin_dir=target/$([ "$profile" = dev ] && echo debug || echo "$profile")
-echo "--- building the manager ($profile profile)"
-cargo build --profile "$profile" --bin manager
-if [ "$sandbox" = true ]; then
-  cargo build --profile "$profile" -p testapiserver
+if [ "$sandbox" = false ] && [ ${#stand_in_args[@]} -gt 0 ]; then
+  echo "hack/run.sh: --control-planes and --workers are sandbox options (add --sandbox)" >&2
+  exit 2
 fi
+if [ "$once" = true ] && [ "$demo" = false ]; then
+  echo "hack/run.sh: --once runs the demo cluster; it cannot go with --no-demo" >&2
+  exit 2
+fi
+
+# The sandbox builds three binaries: the unoptimised dev profile builds them much sooner (README).
+profile="${CAPD_RUN_PROFILE:-$([ "$sandbox" = true ] && echo dev || echo release)}"
+bin_dir=target/$([ "$profile" = dev ] && echo debug || echo "$profile")
+started=$(date +%s)
+if [ "$sandbox" = true ]; then
+  echo "--- building the manager, the test API server and the Cluster API stand-in ($profile profile)"
+  cargo build --profile "$profile" -p capd-rs --bin manager -p testapiserver --bin testapiserver \
+    -p capd-e2e --bin capi-stand-in
+else
+  echo "--- building the manager ($profile profile)"
+  cargo build --profile "$profile" --bin manager
+fi
+echo "--- built in $(( $(date +%s) - started ))s"
+
+if [ "$sandbox" = false ]; then
+  echo "--- applying the CRDs from config/crd/bases"
+  kubectl --kubeconfig "$kubeconfig" apply --server-side --force-conflicts -f config/crd/bases
+  echo "--- starting the manager (Ctrl-C stops it)"
+  exec "$bin_dir/manager" \
+    --kubeconfig "$kubeconfig" \
+    --leader-elect=false \
+    --health-addr 127.0.0.1:9440 \
+    --diagnostics-address 127.0.0.1:8443 \
+    --insecure-diagnostics \
+    --webhook-cert-dir "$PWD/out/webhook-certs" \
+    "${manager_args[@]}"
+fi
+
+# The sandbox. The test images stand in for kindest/node and kindest/haproxy (there is no
+# registry); they run unprivileged, which sandboxed engines require.
+echo "--- test node images (built when missing: about a minute, needs root for debootstrap)"
+bash e2e/images/build.sh
+export CAPD_DOCKER_NETWORK="${CAPD_DOCKER_NETWORK:-capd-sandbox}"
+export CAPD_RS_UNPRIVILEGED_CONTAINERS="${CAPD_RS_UNPRIVILEGED_CONTAINERS:-true}"
+network=$CAPD_DOCKER_NETWORK
+cluster=demo
+
+out=out/sandbox
+mkdir -p "$out"
+kubeconfig="$PWD/$out/kubeconfig"
+
+# What a demo cluster may leave in the engine when its run was killed: its containers on the
+# sandbox network (with their anonymous volumes), then the network once unused.
+sweep() {
+  local containers
+  containers=$(docker ps -aq --filter "label=io.x-k8s.kind.cluster=$cluster" --filter "network=$network")
+  if [ -n "$containers" ]; then
+    echo "--- removing containers left by cluster $cluster: $(docker inspect -f '{{.Name}}' $containers | tr -d / | tr '\n' ' ')"
+    docker rm -fv $containers >/dev/null
+  fi
+  if docker network inspect "$network" >/dev/null 2>&1 \
+    && [ -z "$(docker network inspect -f '{{range .Containers}}x{{end}}' "$network")" ]; then
+    docker network rm "$network" >/dev/null && echo "--- removed the Docker network $network"
+  fi
+}
 
 pids=()
 cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  sweep
+  exit "$rc"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+sweep
 
-if [ "$sandbox" = true ]; then
-  mkdir -p out/sandbox
-  kubeconfig="$PWD/out/sandbox/kubeconfig"
-  rm -f "$kubeconfig"
-  "$bin_dir/testapiserver" --kubeconfig-out "$kubeconfig" &
-  pids+=($!)
-  for _ in $(seq 1 100); do [ -s "$kubeconfig" ] && break; sleep 0.1; done
-  [ -s "$kubeconfig" ] || { echo "hack/run.sh: the sandbox API server did not start" >&2; exit 1; }
-  echo "--- sandbox API server ready; use it with: export KUBECONFIG=$kubeconfig"
-fi
-
-echo "--- applying the CRDs from config/crd/bases"
-kubectl --kubeconfig "$kubeconfig" apply --server-side --force-conflicts -f config/crd/bases
-if [ "$sandbox" = true ]; then
-  kubectl --kubeconfig "$kubeconfig" apply --server-side -f hack/sandbox/cluster-api-stand-in-crds.yaml
-fi
-
-echo "--- starting the manager (Ctrl-C stops it)"
-"$bin_dir/manager" \
-  --kubeconfig "$kubeconfig" \
-  --leader-elect=false \
-  --health-addr 127.0.0.1:9440 \
-  --diagnostics-address 127.0.0.1:8443 \
-  --insecure-diagnostics \
-  --webhook-cert-dir "$PWD/out/webhook-certs" \
-  "${manager_args[@]}" &
+# The API server and the manager run in sessions of their own: Ctrl-C reaches only the stand-in,
+# which deletes the cluster while the manager still runs; they are stopped afterwards.
+rm -f "$kubeconfig"
+setsid "$bin_dir/testapiserver" --kubeconfig-out "$kubeconfig" >"$out/apiserver.log" 2>&1 &
 pids+=($!)
-wait "${pids[-1]}"
+for _ in $(seq 1 100); do [ -s "$kubeconfig" ] && break; sleep 0.1; done
+[ -s "$kubeconfig" ] || { echo "hack/run.sh: the sandbox API server did not start ($out/apiserver.log)" >&2; exit 1; }
+echo "--- sandbox API server ready; use it with: export KUBECONFIG=$kubeconfig"
+
+echo "--- applying the CRDs from config/crd/bases and the Cluster API stand-in CRDs"
+kubectl --kubeconfig "$kubeconfig" apply --server-side --force-conflicts -f config/crd/bases >/dev/null
+kubectl --kubeconfig "$kubeconfig" apply --server-side -f hack/sandbox/cluster-api-stand-in-crds.yaml >/dev/null
+
+manager=(
+  "$bin_dir/manager"
+  --kubeconfig "$kubeconfig"
+  --leader-elect=false
+  --health-addr 127.0.0.1:9440
+  --diagnostics-address 127.0.0.1:8443
+  --insecure-diagnostics
+  --webhook-cert-dir "$PWD/out/webhook-certs"
+  "${manager_args[@]}"
+)
+if [ "$demo" = false ]; then
+  echo "--- starting the manager (Ctrl-C stops it and the sandbox)"
+  trap - INT TERM
+  "${manager[@]}" &
+  pids+=($!)
+  wait "${pids[-1]}"
+  exit
+fi
+
+echo "--- starting the manager (log: $out/manager.log)"
+setsid "${manager[@]}" >"$out/manager.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 300); do
+  curl -sf http://127.0.0.1:9440/readyz >/dev/null 2>&1 && break
+  kill -0 "${pids[-1]}" 2>/dev/null || break
+  sleep 0.1
+done
+if ! curl -sf http://127.0.0.1:9440/readyz >/dev/null 2>&1; then
+  tail -n 20 "$out/manager.log" >&2
+  echo "hack/run.sh: the manager did not become ready (log: $out/manager.log)" >&2
+  exit 1
+fi
+
+# Ctrl-C goes to the stand-in (it deletes the cluster); the script only waits for it.
+trap ':' INT
+rc=0
+"$bin_dir/capi-stand-in" --kubeconfig "$kubeconfig" --network "$network" --out-dir "$out" \
+  "${stand_in_args[@]}" || rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "--- manager log (last 20 lines of $out/manager.log)" >&2
+  tail -n 20 "$out/manager.log" >&2
+  echo "hack/run.sh: the sandbox run failed (capi-stand-in exited with $rc); cleaning up" >&2
+fi
+exit "$rc"
