@@ -97,7 +97,8 @@ mkdir -p "$out"
 kubeconfig="$PWD/$out/kubeconfig"
 
 # What a demo cluster may leave in the engine when its run was killed: its containers on the
-# sandbox network (with their anonymous volumes), then the network once unused.
+# sandbox network (with their anonymous volumes), then the network once unused, if the provider made
+# it (label io.x-k8s.capd.created-by): like the provider, never a network someone else made.
 sweep() {
   local containers
   containers=$(docker ps -aq --filter "label=io.x-k8s.kind.cluster=$cluster" --filter "network=$network")
@@ -106,6 +107,7 @@ sweep() {
     docker rm -fv $containers >/dev/null
   fi
   if docker network inspect "$network" >/dev/null 2>&1 \
+    && [ -n "$(docker network inspect -f '{{index .Labels "io.x-k8s.capd.created-by"}}' "$network")" ] \
     && [ -z "$(docker network inspect -f '{{range .Containers}}x{{end}}' "$network")" ]; then
     docker network rm "$network" >/dev/null && echo "--- removed the Docker network $network"
   fi
