@@ -30,12 +30,17 @@ fn params() -> PatchParams {
 
 /// The apply body `{apiVersion, kind, <field>: value}` of a `K`.
 pub fn body<K: Resource<DynamicType = ()>>(field: &str, value: Value) -> Value {
+    body_with::<K>(serde_json::Map::from_iter([(field.to_string(), value)]))
+}
+
+/// The apply body `{apiVersion, kind, ...fields}` of a `K`.
+pub fn body_with<K: Resource<DynamicType = ()>>(fields: serde_json::Map<String, Value>) -> Value {
     let mut body = json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
     });
     if let Value::Object(map) = &mut body {
-        map.insert(field.to_string(), value);
+        map.extend(fields);
     }
     body
 }

@@ -18,9 +18,9 @@ use kube::Resource;
 use kube::core::NamespaceResourceScope;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::apply::{apply_object, apply_status_unless_gone};
+use super::apply::{apply_object, apply_status_unless_gone, body_with};
 use super::context::Context;
 use super::error::Result;
 use crate::api::v1beta2::{
@@ -180,21 +180,6 @@ impl<T: Resource<DynamicType = ()>> View<T> {
 }
 
 impl<T> View<T> {
-    /// The generation of the API of the real object.
-    pub fn served(&self) -> Served {
-        self.served
-    }
-
-    /// The real object's reference (its kind, apiVersion, name, namespace and uid).
-    pub fn reference(&self) -> &ObjectReference {
-        &self.reference
-    }
-
-    /// The real object's kind.
-    pub fn kind(&self) -> &str {
-        self.reference.kind.as_deref().unwrap_or_default()
-    }
-
     fn namespace(&self) -> String {
         self.reference.namespace.clone().unwrap_or_default()
     }
@@ -202,18 +187,23 @@ impl<T> View<T> {
     fn name(&self) -> String {
         self.reference.name.clone().unwrap_or_default()
     }
+}
 
-    /// A server-side apply body for the real object, carrying `field: value`.
-    fn body(&self, field: &str, value: Value) -> Value {
-        let mut body = serde_json::json!({
-            "apiVersion": self.reference.api_version,
-            "kind": self.reference.kind,
-        });
-        if let Value::Object(map) = &mut body {
-            map.insert(field.to_string(), value);
-        }
-        body
-    }
+/// Applies `fields` of the main resource of the `K` `namespace/name`.
+async fn apply_fields<K>(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    fields: Map<String, Value>,
+) -> Result<()>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+{
+    apply_object(&ctx.api::<K>(namespace), name, body_with::<K>(fields)).await?;
+    Ok(())
 }
 
 impl ClusterView {
@@ -241,16 +231,11 @@ impl ClusterView {
     /// [`super::Error::Kube`] when the API server refuses.
     pub async fn apply_spec(&self, ctx: &Context, spec: Value) -> Result<()> {
         let (namespace, name) = (self.namespace(), self.name());
-        let body = self.body("spec", spec);
+        let fields = Map::from_iter([("spec".to_string(), spec)]);
         match self.served {
-            Served::Docker => {
-                apply_object(&ctx.api::<DockerCluster>(&namespace), &name, body).await?;
-            }
-            Served::Dev => {
-                apply_object(&ctx.api::<DevCluster>(&namespace), &name, body).await?;
-            }
+            Served::Docker => apply_fields::<DockerCluster>(ctx, &namespace, &name, fields).await,
+            Served::Dev => apply_fields::<DevCluster>(ctx, &namespace, &name, fields).await,
         }
-        Ok(())
     }
 }
 
@@ -283,26 +268,12 @@ impl MachineView {
     ///
     /// # Errors
     /// [`super::Error::Kube`] when the API server refuses.
-    pub async fn apply_owned(
-        &self,
-        ctx: &Context,
-        fields: serde_json::Map<String, Value>,
-    ) -> Result<()> {
+    pub async fn apply_owned(&self, ctx: &Context, fields: Map<String, Value>) -> Result<()> {
         let (namespace, name) = (self.namespace(), self.name());
-        let mut body = self.body("metadata", Value::Null);
-        if let Value::Object(map) = &mut body {
-            map.remove("metadata");
-            map.extend(fields);
-        }
         match self.served {
-            Served::Docker => {
-                apply_object(&ctx.api::<DockerMachine>(&namespace), &name, body).await?;
-            }
-            Served::Dev => {
-                apply_object(&ctx.api::<DevMachine>(&namespace), &name, body).await?;
-            }
+            Served::Docker => apply_fields::<DockerMachine>(ctx, &namespace, &name, fields).await,
+            Served::Dev => apply_fields::<DevMachine>(ctx, &namespace, &name, fields).await,
         }
-        Ok(())
     }
 
     /// The key of this machine in the task registry and on the trigger channel.
@@ -410,10 +381,10 @@ mod tests {
         let view = object.view().expect("docker backend");
         assert_eq!(view.spec.failure_domains[0].name, "fd1");
         assert_eq!(view.metadata.name.as_deref(), Some("c1"));
-        assert_eq!(view.kind(), "DevCluster");
-        assert_eq!(view.served(), Served::Dev);
+        let reference = view.reference();
+        assert_eq!(reference.kind.as_deref(), Some("DevCluster"));
         assert_eq!(
-            Recorded::reference(&view).api_version.as_deref(),
+            reference.api_version.as_deref(),
             Some("infrastructure.cluster.x-k8s.io/v1beta2")
         );
     }
