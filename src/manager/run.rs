@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::apiserver::{self, ApiServerError, CrdWait};
+use super::apiserver::{self, ApiServerError, CrdWait, ResourceTable};
 use super::args::Args;
 use super::context::{Concurrency, Context, ControllerConfig};
 use super::diagnostics::{self, AccessReviewer, Security};
@@ -364,24 +364,29 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
 /// Dev* kinds), with a warning naming what is missing.
 async fn check_optional_resources(client: &kube::Client, controller_config: &mut ControllerConfig) {
     if controller_config.machine_pools {
-        let missing =
-            apiserver::missing_optional_resources(client, &apiserver::MACHINE_POOL_RESOURCES).await;
-        if !missing.is_empty() {
-            tracing::warn!(
-                missing = missing.join(", ").as_str(),
-                "The MachinePool feature gate is on but the machine pool CRDs are not served; the DockerMachinePool controller does not run (install them and restart the manager)"
-            );
-            controller_config.machine_pools = false;
-        }
+        controller_config.machine_pools = served(
+            client,
+            &apiserver::MACHINE_POOL_RESOURCES,
+            "The MachinePool feature gate is on but the machine pool CRDs are not served; the DockerMachinePool controller does not run (install them and restart the manager)",
+        )
+        .await;
     }
-    let missing = apiserver::missing_optional_resources(client, &apiserver::DEV_RESOURCES).await;
-    if !missing.is_empty() {
-        tracing::warn!(
-            missing = missing.join(", ").as_str(),
-            "The Dev* CRDs are not served; the DevCluster, DevMachine and DevMachineTemplate controllers do not run (install them and restart the manager)"
-        );
-        controller_config.dev_kinds = false;
+    controller_config.dev_kinds = served(
+        client,
+        &apiserver::DEV_RESOURCES,
+        "The Dev* CRDs are not served; the DevCluster, DevMachine and DevMachineTemplate controllers do not run (install them and restart the manager)",
+    )
+    .await;
+}
+
+/// Whether every resource of `table` is served; if not, logs `consequence` with what is missing.
+async fn served(client: &kube::Client, table: &[ResourceTable], consequence: &str) -> bool {
+    let missing = apiserver::missing_optional_resources(client, table).await;
+    if missing.is_empty() {
+        return true;
     }
+    tracing::warn!(missing = missing.join(", ").as_str(), "{consequence}");
+    false
 }
 
 /// Binds the webhook server and adds it to `servers`. A certificate that does not exist yet
