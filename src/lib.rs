@@ -15,6 +15,9 @@ pub mod api;
 pub mod bootstrap;
 pub mod controllers;
 pub mod docker;
+#[cfg(test)]
+mod fuzz;
 pub mod gardener;
 pub mod manager;
+pub mod serving;
 pub mod webhooks;

@@ -21,20 +21,8 @@ async fn a_manager_restarted_during_bootstrap_never_bootstraps_twice() {
     env.create_machine(&name, "cp1", true, Some("cp1-bootstrap"))
         .await;
     let container = format!("{name}-cp1");
-    eventually(
-        Duration::from_secs(90),
-        "bootstrap to be running",
-        || async {
-            let dm = env.get(&infra("DockerMachine"), "cp1").await?;
-            let c = condition(&dm, "BootstrapCompleted")?;
-            (c["status"] == "False"
-                && c["message"]
-                    .as_str()?
-                    .starts_with("Running bootstrap command"))
-            .then_some(())
-        },
-    )
-    .await;
+    env.wait_bootstrap_running("cp1", Duration::from_secs(90))
+        .await;
     let container_id = docker(&["inspect", "--format", "{{.Id}}", &container]).1;
     env.stop_manager(true);
 

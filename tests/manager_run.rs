@@ -50,6 +50,7 @@ fn probe_wiring(probe: Arc<Probe>) -> Wiring {
     Wiring {
         engine_check: Some(Box::pin(async { Ok("fake engine 1.0".to_owned()) })),
         start_controllers: Box::new(move |context, stop: CancellationToken| {
+            context.metrics.register_controller("probe", 1);
             context.readiness.require("probe");
             vec![ControllerTask {
                 name: "probe",
@@ -376,7 +377,9 @@ async fn without_leader_election_controllers_start_once_crds_are_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secure_metrics_need_a_token_allowed_to_get_metrics() {
     let api = FakeApi::start(true).await;
-    let manager = start(&api, &[], Wiring::without_controllers());
+    let probe = Arc::new(Probe::default());
+    let manager = start(&api, &[], probe_wiring(probe.clone()));
+    probe.wait_started().await;
     let tls12 = &[&rustls::version::TLS12];
 
     let (code, _) = eventually(SOON, "metrics to answer", || async {
@@ -403,7 +406,10 @@ async fn secure_metrics_need_a_token_allowed_to_get_metrics() {
         .unwrap();
     assert_eq!(code, 200);
     assert!(
-        body.contains("# TYPE controller_runtime_reconcile_total counter"),
+        body.contains("# TYPE controller_runtime_reconcile_total counter")
+            && body.contains(
+                r#"controller_runtime_reconcile_total{controller="probe",result="success"} 0"#
+            ),
         "{body}"
     );
     assert_eq!(api.state.lock().unwrap().token_reviews, 3);

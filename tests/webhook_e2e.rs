@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use capd::api::{v1beta1, v1beta2};
-use capd::manager::args::TlsMinVersion;
+use capd::serving::TlsMinVersion;
 use capd::webhooks::{Endpoint, Kind, Settings, WebhookConfig, WebhookServer};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};

@@ -10,7 +10,7 @@ mod webhook_support;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use capd::manager::args::TlsMinVersion;
+use capd::serving::TlsMinVersion;
 use capd::webhooks::{
     CONVERT_PATH, Endpoint, Kind, Settings, WebhookConfig, WebhookError, WebhookServer,
 };

@@ -6,28 +6,17 @@
 
 /// Quotes `value` so that a POSIX shell reads it back as exactly one word equal to `value`.
 ///
-/// Values made only of characters that are never special to the shell are returned unchanged,
-/// everything else is wrapped in single quotes, with embedded single quotes written as `'\''`.
-/// NUL bytes cannot be passed through a shell word at all; callers reject them before quoting.
+/// This is `shlex`'s quoter: values made only of characters that are never special to the shell
+/// are returned unchanged, everything else is quoted (single quotes, or double quotes around a
+/// part holding a single quote). NUL bytes cannot be passed through a shell word at all; callers
+/// reject them before quoting.
 pub fn shell_quote(value: &str) -> String {
-    let plain = !value.is_empty()
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
-    if plain {
-        return value.to_owned();
-    }
-    let mut quoted = String::with_capacity(value.len() + 2);
-    quoted.push('\'');
-    for c in value.chars() {
-        if c == '\'' {
-            quoted.push_str("'\\''");
-        } else {
-            quoted.push(c);
-        }
-    }
-    quoted.push('\'');
-    quoted
+    shlex::Quoter::new()
+        .allow_nul(true)
+        .quote(value)
+        .map(std::borrow::Cow::into_owned)
+        // Only a NUL byte is refused, and it is allowed above.
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -56,13 +45,14 @@ mod tests {
     fn quotes_only_when_needed() {
         let cases = [
             ("kubeadm", "kubeadm"),
+            ("/run/kubeadm/kubeadm.yaml", "/run/kubeadm/kubeadm.yaml"),
             (
                 "--config=/run/kubeadm/kubeadm.yaml",
-                "--config=/run/kubeadm/kubeadm.yaml",
+                "'--config=/run/kubeadm/kubeadm.yaml'",
             ),
             ("", "''"),
             ("a b", "'a b'"),
-            ("it's", "'it'\\''s'"),
+            ("it's", "\"it's\""),
             ("$HOME", "'$HOME'"),
             ("`id`", "'`id`'"),
             ("a\nb", "'a\nb'"),

@@ -168,19 +168,157 @@ enum Enc {
     Gzip64,
 }
 
+const CLOUD_CONFIG_KEYS: &[&str] = &[
+    "write_files",
+    "runcmd",
+    "bootcmd",
+    "path",
+    "content",
+    "encoding",
+    "owner",
+    "permissions",
+    "append",
+    "users",
+    "ntp",
+    "hostname",
+    "fqdn",
+    "mounts",
+    "final_message",
+    "text",
+    "gzip",
+    "gz+b64",
+    "b64",
+    "base64",
+];
+
+const IGNITION_KEYS: &[&str] = &[
+    "ignition",
+    "version",
+    "storage",
+    "files",
+    "directories",
+    "links",
+    "path",
+    "contents",
+    "source",
+    "compression",
+    "mode",
+    "append",
+    "overwrite",
+    "systemd",
+    "units",
+    "name",
+    "enabled",
+    "mask",
+    "dropins",
+    "target",
+    "hard",
+    "user",
+    "group",
+    "kernelArguments",
+];
+
+const KUBEADM_KEYS: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "nodeRegistration",
+    "kubeletExtraArgs",
+    "name",
+    "value",
+    "criSocket",
+    "ignorePreflightErrors",
+    "taints",
+    "localAPIEndpoint",
+    "controlPlane",
+    "discovery",
+    "bootstrapToken",
+    "InitConfiguration",
+    "JoinConfiguration",
+    "ClusterConfiguration",
+    "kubeadm.k8s.io/v1beta3",
+    "kubeadm.k8s.io/v1beta4",
+    "eviction-hard",
+    "cgroup-driver",
+];
+
+fn kubeadm_word() -> impl Strategy<Value = String> {
+    prop_oneof![
+        proptest::sample::select(
+            &[
+                "kubeadm",
+                "init",
+                "join",
+                "--config",
+                "/run/kubeadm/kubeadm.yaml",
+                "--ignore-preflight-errors=all",
+                "&&",
+                ";",
+                "|",
+                "'",
+                "\"",
+                "$(",
+                "`",
+                "#",
+                "\n",
+                "sudo",
+                "sh",
+                "-c",
+            ][..]
+        )
+        .prop_map(str::to_string),
+        "[ -~]{0,12}",
+    ]
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(crate::fuzz::config(48))]
 
     #[test]
-    fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+    fn fuzz_arbitrary_bytes(data in proptest::collection::vec(any::<u8>(), 0..512)) {
         let _ = translate(&data, Format::CloudConfig, &Options::default());
         let _ = translate(&data, Format::Ignition, &Options::default());
     }
 
     #[test]
-    fn yaml_like_text_never_panics(text in "(#cloud-config\n)?([a-z_]{1,10}:( [-a-z0-9'\"{}\\[\\],:]{0,12})?\n(  - [-a-z0-9 '\":]{0,12}\n){0,3}){0,5}") {
+    fn fuzz_yaml_like_text(text in "(#cloud-config\n)?([a-z_]{1,10}:( [-a-z0-9'\"{}\\[\\],:]{0,12})?\n(  - [-a-z0-9 '\":]{0,12}\n){0,3}){0,5}") {
         let _ = translate(text.as_bytes(), Format::CloudConfig, &Options::default());
     }
+
+    /// cloud-config documents of cloud-init's own keys with values of any type (JSON is YAML).
+    #[test]
+    fn fuzz_cloud_config_documents(document in crate::fuzz::object_with(CLOUD_CONFIG_KEYS)) {
+        let text = format!("#cloud-config\n{document}");
+        let _ = translate(text.as_bytes(), Format::CloudConfig, &Options::default());
+    }
+
+    /// Ignition configs of Ignition's own keys with values of any type.
+    #[test]
+    fn fuzz_ignition_configs(config in crate::fuzz::object_with(IGNITION_KEYS)) {
+        let _ = translate(config.to_string().as_bytes(), Format::Ignition, &Options::default());
+    }
+
+    /// The kubeadm rewrites: command lines, scripts, and configuration files.
+    #[test]
+    fn fuzz_kubeadm_rewrites(
+        argv in proptest::collection::vec(kubeadm_word(), 0..8),
+        documents in proptest::collection::vec(crate::fuzz::object_with(KUBEADM_KEYS), 0..3),
+    ) {
+        let _ = super::kubeadm::rewrite_argv(&argv);
+        let _ = super::kubeadm::rewrite_script(&argv.join(" "));
+        let _ = super::kubeadm::rewrite_script(&argv.join("\n"));
+        let config: Vec<String> = documents.iter().map(|d| d.to_string()).collect();
+        let mut warnings = Vec::new();
+        let _ = super::kubeadm_config::patch(
+            "/run/kubeadm/kubeadm.yaml",
+            config.join("\n---\n").as_bytes(),
+            &Options::default(),
+            &mut warnings,
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// Any file name and content, through any encoding, is written by the real shell at exactly
     /// that path with exactly that content and mode.

@@ -226,6 +226,10 @@ impl Context {
     where
         K: Resource<DynamicType = ()>,
     {
+        if let Some(left) = self.backoff.held_for(&backoff_key(object)) {
+            // The API server asked us to wait; a watch event does not cut that short.
+            return Ok(Action::requeue(left));
+        }
         let timer = self.manager.metrics.reconcile_started(controller);
         let result = super::error::with_timeout(reconcile).await;
         match &result {
@@ -254,12 +258,16 @@ impl Context {
         result
     }
 
-    /// The retry after a failed reconcile of `object`: its own growing backoff.
-    pub fn requeue_after_failure<K>(&self, object: &K) -> Action
+    /// The retry after a failed reconcile of `object`: its own growing backoff, or longer when
+    /// the API server asked for a longer wait (`Retry-After`).
+    pub fn requeue_after_failure<K>(&self, object: &K, error: &Error) -> Action
     where
         K: Resource<DynamicType = ()>,
     {
-        Action::requeue(self.backoff.failed(&backoff_key(object)))
+        Action::requeue(
+            self.backoff
+                .failed(&backoff_key(object), error.retry_after()),
+        )
     }
 
     /// Publishes a Kubernetes Event on `object`. A failure to publish is logged, never returned:

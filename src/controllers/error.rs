@@ -4,11 +4,11 @@
 use kube::runtime::finalizer;
 
 use crate::api::capi::CapiError;
-use crate::docker::RuntimeError;
 use crate::docker::kind::KindError;
 use crate::docker::loadbalancer::LoadBalancerError;
 use crate::docker::network::NetworkError;
 use crate::docker::node::NodeError;
+use crate::docker::{DOCKER_UNREACHABLE, RuntimeError, caused_by_unreachable_engine};
 
 /// Why a reconcile failed. Every variant is transient from the controller's point of view: the
 /// object is retried with a per-object backoff. Terminal machine failures are not errors; they are
@@ -128,8 +128,13 @@ impl Error {
         move |source| Self::Runtime { action, source }
     }
 
-    /// A short stable word for metric labels and Event reasons.
+    /// A short stable word for metric labels and Event reasons. Every failure caused by an
+    /// engine that cannot be reached is [`DOCKER_UNREACHABLE`] (Event reason
+    /// `DockerUnreachable`), whichever step it stopped.
     pub fn category(&self) -> &'static str {
+        if caused_by_unreachable_engine(self) {
+            return DOCKER_UNREACHABLE;
+        }
         match self {
             Self::Kube { source, .. } => kube_category(source),
             Self::Runtime { source, .. } => source.category(),
@@ -152,6 +157,31 @@ impl Error {
                 | finalizer::Error::RemoveFinalizer(source) => kube_category(source),
                 finalizer::Error::UnnamedObject | finalizer::Error::InvalidFinalizer => "finalizer",
             },
+        }
+    }
+
+    /// How long the API server asked us to wait before trying again (`Retry-After`, as
+    /// `details.retryAfterSeconds` of the error Status), when it did. kube's client already
+    /// honours it for the 429s, 503s and 504s it retries itself; this covers the answers it gives
+    /// up on or does not retry (a 500 "please try again later").
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        let source = match self.inner() {
+            Self::Kube { source, .. } => source,
+            Self::Finalizer(e) => match e.as_ref() {
+                finalizer::Error::AddFinalizer(source)
+                | finalizer::Error::RemoveFinalizer(source) => source,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        match source {
+            kube::Error::Api(status) => status
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|seconds| *seconds > 0)
+                .map(|seconds| std::time::Duration::from_secs(u64::from(seconds))),
+            _ => None,
         }
     }
 
@@ -240,6 +270,70 @@ mod tests {
         let wrapped = Error::from(finalizer::Error::CleanupFailed(err));
         assert_eq!(wrapped.category(), "not_finished");
         assert!(matches!(wrapped.inner(), Error::NotFinished { .. }));
+    }
+
+    #[test]
+    fn a_retry_after_from_the_api_server_is_read_through_the_finalizer_wrapping() {
+        let throttled = |seconds| {
+            let mut status =
+                kube::core::Status::failure("try later", "InternalError").with_code(500);
+            status.details = serde_json::from_value(serde_json::json!({
+                "retryAfterSeconds": seconds
+            }))
+            .ok();
+            kube::Error::Api(Box::new(status))
+        };
+        let direct = Error::kube("patch status")(throttled(7));
+        assert_eq!(
+            direct.retry_after(),
+            Some(std::time::Duration::from_secs(7))
+        );
+        let wrapped = Error::from(finalizer::Error::ApplyFailed(Error::kube("get")(
+            throttled(3),
+        )));
+        assert_eq!(
+            wrapped.retry_after(),
+            Some(std::time::Duration::from_secs(3))
+        );
+        let finalizer = Error::from(finalizer::Error::<Error>::AddFinalizer(throttled(2)));
+        assert_eq!(
+            finalizer.retry_after(),
+            Some(std::time::Duration::from_secs(2))
+        );
+        assert_eq!(Error::kube("get")(throttled(0)).retry_after(), None);
+        let other = Error::NotFinished {
+            what: "container x to stop".into(),
+        };
+        assert_eq!(other.retry_after(), None);
+    }
+
+    #[test]
+    fn every_step_stopped_by_an_unreachable_engine_has_one_category() {
+        use crate::docker::node::NodeError;
+        let unreachable = || RuntimeError::Unreachable {
+            action: "list containers".into(),
+            source: "connection refused".into(),
+        };
+        let node = Error::Node(NodeError::Runtime {
+            action: "find",
+            container: "c1".into(),
+            source: unreachable(),
+        });
+        assert_eq!(node.category(), "docker_unreachable");
+        let in_cleanup = Error::from(finalizer::Error::CleanupFailed(Error::runtime(
+            "delete container c1",
+        )(unreachable())));
+        assert_eq!(in_cleanup.category(), "docker_unreachable");
+        assert_eq!(
+            crate::controllers::context::event_reason(in_cleanup.category()),
+            "DockerUnreachable"
+        );
+        let answered = Error::Node(NodeError::Runtime {
+            action: "find",
+            container: "c1".into(),
+            source: RuntimeError::from_status("list containers", 500, "boom"),
+        });
+        assert_eq!(answered.category(), "runtime");
     }
 
     #[test]

@@ -23,8 +23,10 @@ use crate::docker::ExecRequest;
 /// Directory holding the runner's script, status and output inside the node.
 pub const STATE_DIR: &str = "/run/cluster-api/capd-bootstrap";
 
-/// Writes standard input to the private file `$1`, creating its directory.
-const STAGE_SCRIPT: &str = r#"mkdir -p "$(dirname "$1")" && umask 077 && cat > "$1""#;
+/// Writes standard input to the private file `$1`, creating its directory, and checks that all
+/// `$2` bytes arrived: an exec whose connection to the engine was cut gives the command an early
+/// end of input, and a truncated script must never be launched. A short file is removed.
+const STAGE_SCRIPT: &str = r#"{ mkdir -p "$(dirname "$1")" && umask 077 && cat > "$1" && [ "$(wc -c < "$1")" -eq "$2" ]; } || { rm -f "$1"; echo "the script arrived incomplete" >&2; exit 1; }"#;
 
 /// A unique path for staging the script of one launch attempt.
 pub fn staging_path(attempt: &str) -> String {
@@ -160,13 +162,19 @@ attempt() {{
 
 /// Writes the script to `path` (a private temporary file next to [`STATE_DIR`]).
 pub fn stage_request(path: &str, script: &str) -> ExecRequest {
-    ExecRequest::new(["/bin/sh", "-c", STAGE_SCRIPT, "sh", path])
+    let length = script.len().to_string();
+    ExecRequest::new(["/bin/sh", "-c", STAGE_SCRIPT, "sh", path, length.as_str()])
         .stdin_bytes(script.as_bytes().to_vec())
         .timeout(COMMAND_TIMEOUT)
 }
 
 /// Takes the lock ([`STATE_DIR`]) and starts the staged script detached; prints `launched`, or
 /// `already-launched` (and removes the staged file) when another launch got there first.
+///
+/// The engine signals the process of an exec whose client went away (a manager killed, a
+/// connection to the engine cut): the launch runs in a child process, which the signal does not
+/// reach, so it either did not begin (the node stays fresh) or completes. A launch stopped between
+/// the lock and the start of the runner would leave a node that is never bootstrapped.
 pub fn launch_request(staged: &str) -> ExecRequest {
     ExecRequest::new([
         "/bin/sh",
@@ -180,7 +188,8 @@ pub fn launch_request(staged: &str) -> ExecRequest {
 
 fn launch_script(state_dir: &str) -> String {
     format!(
-        r#"STATE={state}
+        r#"(
+STATE={state}
 mkdir -p "$(dirname "$STATE")" || exit 1
 if ! mkdir "$STATE" 2>/dev/null; then rm -f "$1"; echo already-launched; exit 0; fi
 printf 'state=pending\n' > "$STATE/status"
@@ -191,7 +200,9 @@ if command -v setsid >/dev/null 2>&1; then
 else
   /bin/sh "$STATE/run.sh" </dev/null >/dev/null 2>&1 &
 fi
-echo launched"#,
+echo launched
+) &
+wait $!"#,
         state = shell_quote(state_dir)
     )
 }
@@ -214,7 +225,8 @@ const NODE_PATHS: Paths<'static> = Paths {
 };
 
 /// Reports the container clock, whether the runner was launched (with its status), whether the
-/// bootstrap sentinel exists and whether CABPK's success file exists.
+/// bootstrap sentinel exists and whether CABPK's success file exists, then `end=true`: output
+/// without it was cut short (see [`ProbeResult::complete`]).
 pub fn probe_request() -> ExecRequest {
     ExecRequest::new(["/bin/sh", "-c", probe_script(NODE_PATHS).as_str()]).timeout(COMMAND_TIMEOUT)
 }
@@ -257,7 +269,8 @@ if [ -d "$STATE" ]; then
   cat "$STATE/status" 2>/dev/null
 elif [ -e {sentinel} ]; then
   echo "sentinel=true"
-fi"#,
+fi
+echo "end=true""#,
         state = shell_quote(paths.state),
         sentinel = shell_quote(paths.sentinel),
         success = shell_quote(paths.success)
@@ -331,6 +344,10 @@ pub struct ProbeResult {
     pub digest: Option<String>,
     /// Whether CABPK's success file ([`SUCCESS_PATH`]) exists: `kubeadm init|join` succeeded.
     pub success_file: bool,
+    /// Whether the output ran to its end. Output cut short (the connection to the engine broke)
+    /// says nothing: a missing `launched=true` must not pass for a node where bootstrap never
+    /// started.
+    pub complete: bool,
 }
 
 fn fields(text: &str) -> BTreeMap<&str, &str> {
@@ -361,6 +378,7 @@ pub fn parse_probe(text: &str) -> ProbeResult {
         probe,
         digest,
         success_file,
+        complete: map.get("end") == Some(&"true"),
     }
 }
 

@@ -200,6 +200,48 @@ fn a_second_launch_only_observes_and_never_runs_the_commands_again() {
 }
 
 #[test]
+fn a_launch_whose_shell_is_killed_either_never_began_or_completes() {
+    // The engine kills an exec's process when its client goes away; whenever that happens, the
+    // node must not be left locked with a runner that never starts.
+    for delay_ms in [0u64, 1, 2, 3, 5, 8, 13, 21] {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("capd-bootstrap");
+        let text = script_in(
+            state.to_str().unwrap(),
+            &[command(&["true"], None, 0, "nothing")],
+        )
+        .unwrap();
+        let staged = dir.path().join("staged.sh");
+        std::fs::write(&staged, text).unwrap();
+        let mut shell = Process::new("/bin/sh")
+            .arg("-c")
+            .arg(launch_script(state.to_str().unwrap()))
+            .arg("sh")
+            .arg(&staged)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = shell.kill();
+        let _ = shell.wait();
+        std::thread::sleep(Duration::from_millis(200));
+        if state.exists() {
+            let status = wait_finished(dir.path());
+            assert_eq!(
+                status.state,
+                RunnerState::Succeeded,
+                "killed after {delay_ms} ms"
+            );
+        } else {
+            assert!(
+                staged.exists(),
+                "nothing happened, killed after {delay_ms} ms"
+            );
+        }
+    }
+}
+
+#[test]
 fn arguments_with_nul_bytes_are_refused() {
     let err = script(&[command(&["echo", "a\0b"], None, 0, "bad")]).unwrap_err();
     assert!(matches!(err, RunnerError::NulInArgument { step: 1, .. }));
@@ -230,6 +272,55 @@ fn probe_output_is_parsed() {
             ..
         })
     ));
+}
+
+/// Runs the staging command of `script` for `path` with `stdin` as its input; returns whether
+/// it succeeded.
+fn stage(path: &Path, script: &str, stdin: &[u8]) -> bool {
+    use std::io::Write;
+    let request = stage_request(path.to_str().unwrap(), script);
+    let mut child = Process::new(&request.argv[0])
+        .args(&request.argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait().unwrap().success()
+}
+
+#[test]
+fn a_script_staged_whole_is_kept_and_one_cut_short_is_refused_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run/staged.sh");
+    let script = "#!/bin/sh\necho step 1\necho step 2\n";
+    assert!(stage(&path, script, script.as_bytes()));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), script);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "the script holds secrets"
+    );
+    std::fs::remove_file(&path).unwrap();
+    // The connection to the engine was cut: the command's input ends early.
+    assert!(!stage(&path, script, &script.as_bytes()[..10]));
+    assert!(!path.exists(), "a partial script is not left behind");
+    assert!(!stage(&path, script, b""));
+}
+
+#[test]
+fn probe_output_cut_short_is_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = probe(dir.path(), &dir.path().join("none"));
+    assert!(whole.complete);
+    let cut = parse_probe("now=1700000100\n");
+    assert!(!cut.complete);
+    assert_eq!(
+        cut.probe,
+        Probe::Fresh,
+        "which is why it must not be believed"
+    );
 }
 
 #[test]

@@ -123,13 +123,13 @@ pub async fn reconcile<K: CapacityTemplate>(template: Arc<K>, ctx: Arc<Context>)
     .await
 }
 
-/// Retry delay after a failure: the object's own backoff.
+/// Retry delay after a failure: the object's own backoff, or the API server's `Retry-After`.
 pub fn error_policy<K: CapacityTemplate>(
     template: Arc<K>,
-    _error: &Error,
+    error: &Error,
     ctx: Arc<Context>,
 ) -> Action {
-    ctx.requeue_after_failure(template.as_ref())
+    ctx.requeue_after_failure(template.as_ref(), error)
 }
 
 #[instrument(skip_all, fields(controller = K::CONTROLLER, template = %key(template.meta())), err)]

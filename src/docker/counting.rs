@@ -71,6 +71,11 @@ impl ContainerRuntime for CountingRuntime {
         self.inner.host_info().await
     }
 
+    async fn ping(&self) -> Result<(), RuntimeError> {
+        self.count("ping");
+        self.inner.ping().await
+    }
+
     async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>, RuntimeError> {
         self.count("inspect_network");
         self.inner.inspect_network(name).await

@@ -5,6 +5,7 @@
 //! - [`DockerEngine`]: the implementation on a real Docker engine (the only user of bollard).
 //! - [`FakeRuntime`]: an in-memory implementation that records calls, for unit tests.
 //! - [`counting`]: a call-counting wrapper the benchmark enables with an environment variable.
+//! - [`monitor`]: a wrapper that notices an engine that stops answering, and its recovery.
 //! - [`types`]: the domain types exchanged with the runtime.
 //! - [`network`]: the provider's network, found or created the way kind creates it.
 //! - [`node`]: node containers: names, labels, run options (pure), addresses, operations.
@@ -18,6 +19,7 @@ pub mod engine;
 pub mod fake;
 pub mod kind;
 pub mod loadbalancer;
+pub mod monitor;
 pub mod network;
 pub mod node;
 pub mod runtime;
@@ -25,7 +27,9 @@ pub mod types;
 
 pub use engine::{DockerEngine, EngineAddress, TlsFiles};
 pub use fake::FakeRuntime;
-pub use runtime::{ContainerRuntime, RuntimeError, ensure_image};
+pub use runtime::{
+    ContainerRuntime, DOCKER_UNREACHABLE, RuntimeError, caused_by_unreachable_engine, ensure_image,
+};
 pub use types::{
     BindMount, ContainerInfo, ContainerSpec, ContainerSummary, DeviceMapping, EndpointAddresses,
     ExecOutput, ExecRequest, ExecStdin, HostInfo, Labels, NetworkInfo, NetworkSpec, PortPublish,

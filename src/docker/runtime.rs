@@ -12,6 +12,26 @@ use super::types::{
 /// A boxed error kept as the source of a [`RuntimeError`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// The category (metric label, and Event reason `DockerUnreachable`) of every error caused by an
+/// engine that cannot be reached, however deep the [`RuntimeError::Unreachable`] is wrapped.
+pub const DOCKER_UNREACHABLE: &str = "docker_unreachable";
+
+/// Whether `error` or one of its sources is a [`RuntimeError::Unreachable`]: the error of a
+/// step that failed because the engine could not be reached, whatever the step's own error type.
+pub fn caused_by_unreachable_engine(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error
+            .downcast_ref::<RuntimeError>()
+            .is_some_and(RuntimeError::is_unreachable)
+        {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
 /// Operations the provider needs from a container engine, in the provider's words.
 ///
 /// Object safe: controllers hold it as `Arc<dyn ContainerRuntime>`. Lookups of absent objects
@@ -20,6 +40,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub trait ContainerRuntime: Send + Sync + std::fmt::Debug {
     /// Facts about the engine's host (CPU count, memory, storage driver, security options).
     async fn host_info(&self) -> Result<HostInfo, RuntimeError>;
+
+    /// Asks the engine whether it answers (the cheapest request it serves: `GET /_ping`).
+    async fn ping(&self) -> Result<(), RuntimeError>;
 
     /// A network by name, or `None` when absent.
     async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>, RuntimeError>;
@@ -113,7 +136,18 @@ pub enum RuntimeError {
         /// Engine message.
         message: String,
     },
-    /// The request failed on the way to or from the engine.
+    /// The engine could not be reached: the connection was refused or cut, or no answer came
+    /// within the request timeout. The engine may be down, restarting or hung.
+    #[error("{action}: the Docker engine cannot be reached")]
+    Unreachable {
+        /// What was being done.
+        action: String,
+        /// Underlying error.
+        #[source]
+        source: BoxError,
+    },
+    /// The request failed on the way to or from the engine for another reason (a request that
+    /// cannot be built, an answer that cannot be decoded).
     #[error("{action}")]
     Transport {
         /// What was being done.
@@ -166,12 +200,18 @@ impl RuntimeError {
             Self::NotFound { .. } => "not_found",
             Self::Conflict { .. } => "conflict",
             Self::Api { .. } => "api",
+            Self::Unreachable { .. } => DOCKER_UNREACHABLE,
             Self::Transport { .. } => "transport",
             Self::ImageUnavailable { .. } => "image_unavailable",
             Self::Timeout { .. } => "timeout",
             Self::Io { .. } => "io",
             Self::InvalidResponse { .. } => "invalid_response",
         }
+    }
+
+    /// Whether the engine could not be reached (see [`RuntimeError::Unreachable`]).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Unreachable { .. })
     }
 
     /// Whether the engine said the object does not exist.
@@ -300,6 +340,34 @@ mod tests {
         fake.allow_pull("later:1");
         ensure_image(&fake, "later:1").await.unwrap();
         assert!(fake.image_exists("later:1").await.unwrap());
+    }
+
+    #[test]
+    fn an_unreachable_engine_is_recognised_however_deep_it_is_wrapped() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("start node container c1")]
+        struct Step(#[source] RuntimeError);
+
+        let unreachable = || RuntimeError::Unreachable {
+            action: "inspect container c1".into(),
+            source: "connection refused".into(),
+        };
+        assert_eq!(unreachable().category(), DOCKER_UNREACHABLE);
+        assert_eq!(
+            unreachable().to_string(),
+            "inspect container c1: the Docker engine cannot be reached"
+        );
+        assert!(caused_by_unreachable_engine(&Step(unreachable())));
+        let answered = RuntimeError::from_status("inspect container c1", 500, "boom");
+        assert!(!caused_by_unreachable_engine(&Step(answered)));
+        let slow_command = RuntimeError::Timeout {
+            action: "exec `kubeadm`".into(),
+            timeout: Duration::from_secs(60),
+        };
+        assert!(
+            !caused_by_unreachable_engine(&slow_command),
+            "a command that outlives its own limit is not an outage"
+        );
     }
 
     #[test]

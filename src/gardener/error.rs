@@ -4,8 +4,8 @@ use super::config::ConfigErrors;
 use super::operation::{
     ERR_CONFIGURATION_PROBLEM, ERR_INFRA_RESOURCES_DEPLETED, ERR_RETRYABLE_INFRA_DEPENDENCIES,
 };
-use crate::docker::RuntimeError;
 use crate::docker::network::NetworkError;
+use crate::docker::{DOCKER_UNREACHABLE, RuntimeError, caused_by_unreachable_engine};
 
 /// Why a reconcile of an `Infrastructure` failed.
 #[derive(Debug, thiserror::Error)]
@@ -77,8 +77,12 @@ pub enum Error {
 }
 
 impl Error {
-    /// A short stable word for metric labels and Event reasons.
+    /// A short stable word for metric labels and Event reasons ([`DOCKER_UNREACHABLE`] for
+    /// every failure caused by an engine that cannot be reached).
     pub fn category(&self) -> &'static str {
+        if caused_by_unreachable_engine(self) {
+            return DOCKER_UNREACHABLE;
+        }
         match self {
             Self::InvalidConfig(_) => "invalid_config",
             Self::NetworkMismatch { .. } => "network_mismatch",

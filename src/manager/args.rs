@@ -10,9 +10,9 @@ use std::time::Duration;
 use clap::{ArgAction, Parser, ValueEnum};
 
 use super::feature_gates::FeatureGates;
-use super::listen::ListenAddr;
 use super::wiring::ControllerSet;
 use crate::api::duration::parse_go_duration;
+use crate::serving::{ListenAddr, TlsMinVersion};
 
 /// Why a flag value was rejected (beyond what clap itself checks).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -51,17 +51,6 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
-}
-
-/// Lowest TLS version the diagnostics endpoint accepts (Go's constant names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TlsMinVersion {
-    /// TLS 1.2 and 1.3.
-    #[value(name = "VersionTLS12")]
-    Tls12,
-    /// TLS 1.3 only.
-    #[value(name = "VersionTLS13")]
-    Tls13,
 }
 
 /// The manager's flags.

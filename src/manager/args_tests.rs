@@ -295,3 +295,78 @@ fn an_empty_or_unknown_controller_set_is_a_clear_error() {
         "unknown controller \"capd\": expected cluster-api or gardener-infrastructure",
     );
 }
+
+/// Every long flag of the manager, from clap's own definition.
+fn flag_names() -> Vec<String> {
+    Args::command()
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect()
+}
+
+fn flag_value() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        proptest::sample::select(
+            &[
+                "",
+                "0",
+                "-1",
+                ":8443",
+                "127.0.0.1:0",
+                "[::1]:65536",
+                "1h30m",
+                "1.5h",
+                "-5s",
+                "9999999999999h",
+                "true",
+                "false",
+                "MachinePool=true,Foo=bar",
+                "=",
+                ",",
+                "a=b=c",
+                "VersionTLS13",
+                "json",
+                "text",
+                "cluster-api,gardener-infrastructure",
+                "µs",
+            ][..]
+        )
+        .prop_map(str::to_string),
+        "[ -~]{0,16}",
+        "[0-9]{1,25}",
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(crate::fuzz::config(128))]
+
+    /// Any command line is parsed or refused with clap's error, never a panic.
+    #[test]
+    fn fuzz_manager_flags(
+        flags in proptest::collection::vec(
+            (proptest::sample::select(flag_names()), flag_value(), 0u8..3),
+            0..6,
+        ),
+    ) {
+        let mut argv = vec!["manager".to_string()];
+        for (name, value, form) in flags {
+            match form {
+                0 => argv.push(format!("--{name}={value}")),
+                1 => argv.extend([format!("--{name}"), value]),
+                _ => argv.push(format!("--{name}")),
+            }
+        }
+        // What the manager does with parsed flags before it starts anything.
+        if let Ok(args) = Args::try_parse_from(&argv) {
+            let _ = args.controller_set();
+            let _ = crate::manager::leader::LeaderElectionConfig::new(
+                "ns".into(),
+                "me".into(),
+                args.leader_elect_lease_duration,
+                args.leader_elect_renew_deadline,
+                args.leader_elect_retry_period,
+            );
+        }
+    }
+}

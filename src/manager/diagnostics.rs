@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::{self, Metrics};
 use super::telemetry::error_chain;
-use super::tls::TlsListener;
+use crate::serving::TlsListener;
 
 /// The only path served, and the one access reviews ask about.
 pub const METRICS_PATH: &str = "/metrics";

@@ -3,6 +3,8 @@
 //! `/healthz` answers 200 while the process serves HTTP. `/readyz` answers 200 once every
 //! required check is marked ready: the manager requires `crds` (our CRDs are served), and each
 //! controller requires its own name before it starts and marks it once its watches have synced.
+//! Checks can fail again later: the manager's `docker-engine` check fails while the Docker engine
+//! cannot be reached and passes again once it answers.
 //! A standby replica (leader election on, Lease held elsewhere) runs no controllers, so it is ready
 //! once the CRDs are served: otherwise a rolling update would wait forever for a new pod that
 //! cannot become leader before the old one goes away.
@@ -40,6 +42,12 @@ impl Readiness {
     /// Marks a check as passed (adding it if it was not required).
     pub fn mark_ready(&self, name: &'static str) {
         self.lock().insert(name, true);
+    }
+
+    /// Marks a check as failing again (adding it if it was not required), until the next
+    /// [`Readiness::mark_ready`].
+    pub fn mark_not_ready(&self, name: &'static str) {
+        self.lock().insert(name, false);
     }
 
     /// Whether every required check has passed.
@@ -112,6 +120,13 @@ mod tests {
         let clone = readiness.clone();
         clone.mark_ready("dockermachine");
         assert!(readiness.is_ready(), "clones share state");
+        readiness.mark_not_ready("docker-engine");
+        assert_eq!(readiness.pending(), ["docker-engine"]);
+        readiness.mark_ready("docker-engine");
+        assert!(
+            readiness.is_ready(),
+            "a check that failed again can pass again"
+        );
     }
 
     #[tokio::test]

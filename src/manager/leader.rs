@@ -6,7 +6,6 @@
 //! holder's `renewTime` with our wall clock, so clock skew between nodes cannot cause two
 //! leaders). The I/O loop lives in [`super::lease`].
 
-use std::hash::{BuildHasher, RandomState};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -117,13 +116,7 @@ pub fn holder_identity(pod_name: Option<String>, hostname: Option<String>) -> St
         .filter(|n| !n.trim().is_empty())
         .or(hostname.filter(|n| !n.trim().is_empty()))
         .unwrap_or_else(|| "capd-manager".to_owned());
-    format!("{}_{:016x}", base.trim(), random_u64())
-}
-
-/// A random number from the standard library's randomly keyed hasher (no extra dependency; not
-/// for cryptography).
-pub(crate) fn random_u64() -> u64 {
-    RandomState::new().hash_one((std::process::id(), Instant::now()))
+    format!("{}_{:016x}", base.trim(), fastrand::u64(..))
 }
 
 /// The Lease fields the decision needs.

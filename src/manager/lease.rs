@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::leader::{
     Decision, JITTER_FACTOR, LeaderElectionConfig, LeaseRecord, Observation, decide, next_record,
-    observe, random_u64, released, renew_deadline_passed,
+    observe, released, renew_deadline_passed,
 };
 use super::metrics::Metrics;
 use super::telemetry::error_chain;
@@ -273,8 +273,7 @@ impl LeaderElector {
 /// `period` stretched by a random factor in [1, 1.2), as client-go does, so candidates that
 /// started together do not stay in lockstep.
 fn jittered(period: Duration) -> Duration {
-    let unit = (random_u64() >> 11) as f64 / (1u64 << 53) as f64;
-    period.mul_f64(1.0 + (JITTER_FACTOR - 1.0) * unit)
+    period.mul_f64(1.0 + (JITTER_FACTOR - 1.0) * fastrand::f64())
 }
 
 #[cfg(test)]

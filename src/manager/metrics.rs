@@ -1,13 +1,20 @@
-//! Prometheus metrics in the text exposition format (version 0.0.4), hand-rolled: a handful of
-//! counters, gauges and one histogram do not justify a metrics library.
+//! Prometheus metrics in the text exposition format (version 0.0.4), through the Prometheus
+//! project's own Rust client, `prometheus-client`.
 //!
 //! Metric names follow controller-runtime's so CAPD dashboards keep working; reconcile errors
 //! carry an extra `category` label (the `&'static str` from the failing error's `category()`).
+//! The provider's own metrics are prefixed `capd_`: whether the Docker engine answers, and how
+//! often it stopped answering.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
+
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 /// The leader election Lease name, as the `name` label of the leader gauge.
 const LEASE_LABEL: &str = super::leader::LEASE_NAME;
@@ -18,76 +25,151 @@ pub const RECONCILE_BUCKETS: [f64; 14] = [
 ];
 
 /// The `Content-Type` of [`Metrics::render`]'s output.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
-#[derive(Debug, Default, Clone)]
-struct Histogram {
-    buckets: [u64; RECONCILE_BUCKETS.len()],
-    count: u64,
-    sum: f64,
-}
+/// A label set: `(name, value)` pairs, all known at compile time.
+type Labels<const N: usize> = [(&'static str, &'static str); N];
 
-impl Histogram {
-    fn observe(&mut self, seconds: f64) {
-        for (bucket, bound) in self.buckets.iter_mut().zip(RECONCILE_BUCKETS) {
-            if seconds <= bound {
-                *bucket += 1;
-            }
-        }
-        self.count += 1;
-        self.sum += seconds;
+/// Makes the reconcile histograms with controller-runtime's buckets.
+#[derive(Debug, Clone, Copy)]
+struct ReconcileHistogram;
+
+impl MetricConstructor<Histogram> for ReconcileHistogram {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(RECONCILE_BUCKETS)
     }
 }
 
-#[derive(Debug, Default)]
-struct Registry {
-    reconcile_total: BTreeMap<(&'static str, &'static str), u64>,
-    reconcile_errors: BTreeMap<(&'static str, &'static str), u64>,
-    reconcile_time: BTreeMap<&'static str, Histogram>,
-    active_workers: BTreeMap<&'static str, u64>,
-    max_concurrent: BTreeMap<&'static str, u16>,
-    queue_depth: BTreeMap<&'static str, u64>,
-    leader: Option<bool>,
+/// The metric families, each registered once in [`Metrics::new`].
+#[derive(Debug)]
+struct Families {
+    reconcile_total: Family<Labels<2>, Counter>,
+    reconcile_errors: Family<Labels<2>, Counter>,
+    reconcile_time: Family<Labels<1>, Histogram, ReconcileHistogram>,
+    active_workers: Family<Labels<1>, Gauge>,
+    max_concurrent: Family<Labels<1>, Gauge>,
+    queue_depth: Family<Labels<2>, Gauge>,
+    leader: Family<Labels<1>, Gauge>,
+    docker_engine_up: Family<Labels<0>, Gauge>,
+    docker_engine_outages: Family<Labels<0>, Counter>,
 }
 
 /// The process's metrics registry. Cheap to clone; every clone updates the same values.
-#[derive(Debug, Clone, Default)]
+///
+/// A family is exposed once it has a series: the errors family after the first error, the leader
+/// gauge only when leader election runs, as with controller-runtime, and the Docker engine's once
+/// the controllers use it (a standby replica does not).
+#[derive(Debug, Clone)]
 pub struct Metrics {
-    registry: Arc<Mutex<Registry>>,
+    registry: Arc<Registry>,
+    families: Arc<Families>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Metrics {
-    /// An empty registry.
+    /// A registry with every family declared and no series yet.
     pub fn new() -> Self {
-        Self::default()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+        let families = Families {
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_time: Family::new_with_constructor(ReconcileHistogram),
+            active_workers: Family::default(),
+            max_concurrent: Family::default(),
+            queue_depth: Family::default(),
+            leader: Family::default(),
+            docker_engine_up: Family::default(),
+            docker_engine_outages: Family::default(),
+        };
+        let mut registry = Registry::default();
+        // Counters are registered without their `_total`, which the encoder appends.
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller and result",
+            families.reconcile_total.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller and error category",
+            families.reconcile_errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            families.reconcile_time.clone(),
+        );
+        registry.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            families.active_workers.clone(),
+        );
+        registry.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            families.max_concurrent.clone(),
+        );
+        registry.register(
+            "workqueue_depth",
+            "Current depth of the work queue",
+            families.queue_depth.clone(),
+        );
+        registry.register(
+            "leader_election_master_status",
+            "Whether this process is the leader (1) or a standby (0)",
+            families.leader.clone(),
+        );
+        registry.register(
+            "capd_docker_engine_up",
+            "Whether the Docker engine answers (1) or cannot be reached (0)",
+            families.docker_engine_up.clone(),
+        );
+        registry.register(
+            "capd_docker_engine_outages",
+            "Number of times the Docker engine stopped answering",
+            families.docker_engine_outages.clone(),
+        );
+        Self {
+            registry: Arc::new(registry),
+            families: Arc::new(families),
+        }
     }
 
     /// Declares a controller so its series exist (at zero) before its first reconcile, and
     /// publishes its worker limit.
     pub fn register_controller(&self, controller: &'static str, max_concurrent_reconciles: u16) {
-        let mut registry = self.lock();
+        let families = &self.families;
         for result in ["success", "error"] {
-            registry
+            let _ = families
                 .reconcile_total
-                .entry((controller, result))
-                .or_default();
+                .get_or_create(&[("controller", controller), ("result", result)]);
         }
-        registry.reconcile_time.entry(controller).or_default();
-        registry.active_workers.entry(controller).or_default();
-        registry.queue_depth.entry(controller).or_default();
-        registry
+        // A series appears once it is first touched; the read guards are not needed.
+        let _ = families
+            .reconcile_time
+            .get_or_create(&[("controller", controller)]);
+        let _ = families
+            .active_workers
+            .get_or_create(&[("controller", controller)]);
+        let _ = families
+            .queue_depth
+            .get_or_create(&[("controller", controller), ("name", controller)]);
+        families
             .max_concurrent
-            .insert(controller, max_concurrent_reconciles);
+            .get_or_create(&[("controller", controller)])
+            .set(i64::from(max_concurrent_reconciles));
     }
 
     /// Starts timing one reconcile of `controller`. Call [`ReconcileTimer::finish`] with its
     /// outcome; a timer dropped unfinished (the reconcile was cancelled) only releases its worker.
     pub fn reconcile_started(&self, controller: &'static str) -> ReconcileTimer {
-        *self.lock().active_workers.entry(controller).or_default() += 1;
+        self.families
+            .active_workers
+            .get_or_create(&[("controller", controller)])
+            .inc();
         ReconcileTimer {
             metrics: self.clone(),
             controller,
@@ -96,169 +178,60 @@ impl Metrics {
     }
 
     fn record(&self, controller: &'static str, seconds: f64, outcome: Result<(), &'static str>) {
-        let mut registry = self.lock();
+        let families = &self.families;
         let result = match outcome {
             Ok(()) => "success",
             Err(category) => {
-                *registry
+                families
                     .reconcile_errors
-                    .entry((controller, category))
-                    .or_default() += 1;
+                    .get_or_create(&[("controller", controller), ("category", category)])
+                    .inc();
                 "error"
             }
         };
-        *registry
+        families
             .reconcile_total
-            .entry((controller, result))
-            .or_default() += 1;
-        registry
+            .get_or_create(&[("controller", controller), ("result", result)])
+            .inc();
+        families
             .reconcile_time
-            .entry(controller)
-            .or_default()
+            .get_or_create(&[("controller", controller)])
             .observe(seconds);
     }
 
     /// Publishes how many objects wait in `controller`'s queue.
     pub fn set_queue_depth(&self, controller: &'static str, depth: u64) {
-        self.lock().queue_depth.insert(controller, depth);
+        self.families
+            .queue_depth
+            .get_or_create(&[("controller", controller), ("name", controller)])
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
     /// Publishes whether this process holds the leader election Lease.
     pub fn set_leader(&self, leading: bool) {
-        self.lock().leader = Some(leading);
+        self.families
+            .leader
+            .get_or_create(&[("name", LEASE_LABEL)])
+            .set(i64::from(leading));
+    }
+
+    /// Publishes whether the Docker engine answers; each change to `false` counts one outage.
+    /// The first call (with `true` when the engine answered at start-up) declares both series.
+    pub fn set_docker_engine_up(&self, up: bool) {
+        let families = &self.families;
+        let gauge = families.docker_engine_up.get_or_create(&[]);
+        let outages = families.docker_engine_outages.get_or_create(&[]);
+        if !up && gauge.get() != 0 {
+            outages.inc();
+        }
+        gauge.set(i64::from(up));
     }
 
     /// The text exposition of every metric.
     pub fn render(&self) -> String {
-        let registry = self.lock();
         let mut out = String::new();
-
-        family(
-            &mut out,
-            "controller_runtime_reconcile_total",
-            "counter",
-            "Total number of reconciliations per controller and result.",
-        );
-        for ((controller, result), value) in &registry.reconcile_total {
-            sample(
-                &mut out,
-                "controller_runtime_reconcile_total",
-                &[("controller", controller), ("result", result)],
-                *value as f64,
-            );
-        }
-
-        family(
-            &mut out,
-            "controller_runtime_reconcile_errors_total",
-            "counter",
-            "Total number of reconciliation errors per controller and error category.",
-        );
-        for ((controller, category), value) in &registry.reconcile_errors {
-            sample(
-                &mut out,
-                "controller_runtime_reconcile_errors_total",
-                &[("controller", controller), ("category", category)],
-                *value as f64,
-            );
-        }
-
-        let histogram_name = "controller_runtime_reconcile_time_seconds";
-        family(
-            &mut out,
-            histogram_name,
-            "histogram",
-            "Length of time per reconciliation per controller.",
-        );
-        for (controller, histogram) in &registry.reconcile_time {
-            for (bound, count) in RECONCILE_BUCKETS.iter().zip(histogram.buckets) {
-                let le = bound.to_string();
-                sample(
-                    &mut out,
-                    &format!("{histogram_name}_bucket"),
-                    &[("controller", controller), ("le", &le)],
-                    count as f64,
-                );
-            }
-            sample(
-                &mut out,
-                &format!("{histogram_name}_bucket"),
-                &[("controller", controller), ("le", "+Inf")],
-                histogram.count as f64,
-            );
-            sample(
-                &mut out,
-                &format!("{histogram_name}_sum"),
-                &[("controller", controller)],
-                histogram.sum,
-            );
-            sample(
-                &mut out,
-                &format!("{histogram_name}_count"),
-                &[("controller", controller)],
-                histogram.count as f64,
-            );
-        }
-
-        family(
-            &mut out,
-            "controller_runtime_active_workers",
-            "gauge",
-            "Number of currently used workers per controller.",
-        );
-        for (controller, value) in &registry.active_workers {
-            sample(
-                &mut out,
-                "controller_runtime_active_workers",
-                &[("controller", controller)],
-                *value as f64,
-            );
-        }
-
-        family(
-            &mut out,
-            "controller_runtime_max_concurrent_reconciles",
-            "gauge",
-            "Maximum number of concurrent reconciles per controller.",
-        );
-        for (controller, value) in &registry.max_concurrent {
-            sample(
-                &mut out,
-                "controller_runtime_max_concurrent_reconciles",
-                &[("controller", controller)],
-                f64::from(*value),
-            );
-        }
-
-        family(
-            &mut out,
-            "workqueue_depth",
-            "gauge",
-            "Current depth of the work queue.",
-        );
-        for (controller, value) in &registry.queue_depth {
-            sample(
-                &mut out,
-                "workqueue_depth",
-                &[("controller", controller), ("name", controller)],
-                *value as f64,
-            );
-        }
-
-        if let Some(leading) = registry.leader {
-            family(
-                &mut out,
-                "leader_election_master_status",
-                "gauge",
-                "Whether this process is the leader (1) or a standby (0).",
-            );
-            sample(
-                &mut out,
-                "leader_election_master_status",
-                &[("name", LEASE_LABEL)],
-                if leading { 1.0 } else { 0.0 },
-            );
-        }
+        // Writing into a String cannot fail.
+        let _ = prometheus_text::encode(&mut out, &self.registry);
         out
     }
 }
@@ -282,39 +255,15 @@ impl ReconcileTimer {
 
 impl Drop for ReconcileTimer {
     fn drop(&mut self) {
-        let mut registry = self.metrics.lock();
-        if let Some(workers) = registry.active_workers.get_mut(self.controller) {
-            *workers = workers.saturating_sub(1);
+        let workers = self
+            .metrics
+            .families
+            .active_workers
+            .get_or_create(&[("controller", self.controller)]);
+        if workers.get() > 0 {
+            workers.dec();
         }
     }
-}
-
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
-    out.push_str(name);
-    if !labels.is_empty() {
-        out.push('{');
-        for (i, (key, value)) in labels.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "{key}=\"{}\"", escape_label_value(value));
-        }
-        out.push('}');
-    }
-    let _ = writeln!(out, " {value}");
-}
-
-/// Escapes `\`, `"` and newlines as the exposition format requires.
-fn escape_label_value(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

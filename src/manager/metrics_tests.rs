@@ -192,6 +192,59 @@ fn exposition_declares_each_family_once_before_its_samples() {
 }
 
 #[test]
-fn label_values_are_escaped() {
-    assert_eq!(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+fn exposition_keeps_controller_runtime_names_and_help_lines() {
+    let metrics = Metrics::new();
+    metrics.register_controller("dockercluster", 10);
+    metrics
+        .reconcile_started("dockercluster")
+        .finish(Err("docker"));
+    let text = metrics.render();
+    for line in [
+        "# TYPE controller_runtime_reconcile_total counter",
+        "# TYPE controller_runtime_reconcile_errors_total counter",
+        "# TYPE controller_runtime_reconcile_time_seconds histogram",
+        "# TYPE controller_runtime_active_workers gauge",
+        "# TYPE controller_runtime_max_concurrent_reconciles gauge",
+        "# TYPE workqueue_depth gauge",
+        "# HELP controller_runtime_reconcile_total Total number of reconciliations per controller and result.",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line:?} missing from\n{text}"
+        );
+    }
+    assert_eq!(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+#[test]
+fn the_docker_engine_series_appear_with_the_engine_and_count_each_outage_once() {
+    let metrics = Metrics::new();
+    assert!(!metrics.render().contains("capd_docker_engine"));
+    metrics.set_docker_engine_up(true);
+    let text = metrics.render();
+    assert_eq!(value_of(&text, "capd_docker_engine_up"), Some(1.0));
+    assert_eq!(
+        value_of(&text, "capd_docker_engine_outages_total"),
+        Some(0.0)
+    );
+    metrics.set_docker_engine_up(false);
+    metrics.set_docker_engine_up(false);
+    let text = metrics.render();
+    assert_eq!(value_of(&text, "capd_docker_engine_up"), Some(0.0));
+    assert_eq!(
+        value_of(&text, "capd_docker_engine_outages_total"),
+        Some(1.0)
+    );
+    metrics.set_docker_engine_up(true);
+    metrics.set_docker_engine_up(false);
+    let text = metrics.render();
+    assert_eq!(
+        value_of(&text, "capd_docker_engine_outages_total"),
+        Some(2.0)
+    );
+    assert!(
+        text.contains("# TYPE capd_docker_engine_up gauge")
+            && text.contains("# TYPE capd_docker_engine_outages_total counter"),
+        "{text}"
+    );
 }

@@ -41,12 +41,10 @@ pub mod feature_gates;
 pub mod health;
 pub mod leader;
 pub mod lease;
-pub mod listen;
 pub mod metrics;
 pub mod ratelimit;
 pub mod run;
 pub mod telemetry;
-pub mod tls;
 pub mod wiring;
 
 pub use args::Args;

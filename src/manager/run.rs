@@ -17,10 +17,10 @@ use super::feature_gates::Feature;
 use super::health::{self, Readiness};
 use super::leader::{self, LeaderConfigError, LeaderElectionConfig};
 use super::lease::{LeaderElector, LeaseError};
-use super::listen::ListenError;
 use super::metrics::Metrics;
 use super::telemetry::error_chain;
-use super::tls::{self, TlsError};
+use crate::serving::ListenError;
+use crate::serving::tls::{self, TlsError};
 use crate::webhooks::{self, WebhookError, WebhookServer};
 
 /// How long controllers get to finish after being told to stop, before they are aborted. Short,

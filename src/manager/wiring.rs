@@ -12,8 +12,10 @@ use super::apiserver::{CLUSTER_API_RESOURCES, GARDENER_RESOURCES, ResourceTable}
 use super::args::ArgsError;
 use super::context::Context;
 use super::run::{ControllerTask, EngineCheck, Wiring};
+use super::telemetry::error_chain;
 use crate::controllers::UNPRIVILEGED_ENV;
 use crate::docker::counting::{COUNT_ENV, CountingRuntime};
+use crate::docker::monitor::{EngineReport, EngineWatcher, monitor};
 use crate::docker::{ContainerRuntime, DockerEngine};
 
 /// `--controllers` name of the Cluster API controllers (DockerCluster, DockerMachine,
@@ -123,14 +125,23 @@ impl fmt::Display for ControllerSet {
     }
 }
 
+/// The `/readyz` check that fails while the Docker engine cannot be reached.
+pub const ENGINE_CHECK: &str = "docker-engine";
+
 /// The manager wiring of this provider: the Docker engine check (which also opens the engine
-/// client the controllers use) and the controllers of `controllers`.
+/// client the controllers use) and the controllers of `controllers`, which reach the engine
+/// through a [`monitor`] whose watcher runs as the `docker-engine` task.
 pub fn wiring(controllers: ControllerSet) -> Wiring {
     let (engine_check, engine) = docker_engine();
     Wiring {
         engine_check: Some(engine_check),
         start_controllers: Box::new(move |context, stop| match engine.get() {
-            Some(runtime) => controllers.start(context, runtime.clone(), stop),
+            Some(runtime) => {
+                let (runtime, watcher) = monitor(runtime.clone());
+                let mut tasks = vec![watch_engine(&context, watcher, stop.clone())];
+                tasks.extend(controllers.start(context, runtime, stop));
+                tasks
+            }
             None => vec![ControllerTask {
                 name: "docker-engine",
                 future: async {
@@ -139,6 +150,37 @@ pub fn wiring(controllers: ControllerSet) -> Wiring {
                 .boxed(),
             }],
         }),
+    }
+}
+
+/// The task that reports the engine's state: `/readyz` ([`ENGINE_CHECK`]), the metrics
+/// `capd_docker_engine_up` and `capd_docker_engine_outages_total`, and a log line per change.
+fn watch_engine(
+    context: &Context,
+    watcher: EngineWatcher,
+    stop: CancellationToken,
+) -> ControllerTask {
+    let (readiness, metrics) = (context.readiness.clone(), context.metrics.clone());
+    readiness.mark_ready(ENGINE_CHECK);
+    metrics.set_docker_engine_up(true);
+    let report = move |report| match report {
+        EngineReport::Down(error) => {
+            readiness.mark_not_ready(ENGINE_CHECK);
+            metrics.set_docker_engine_up(false);
+            tracing::warn!(
+                error = %error_chain(&error),
+                "The Docker engine cannot be reached; reconciles that need it fail until it answers again"
+            );
+        }
+        EngineReport::Up => {
+            metrics.set_docker_engine_up(true);
+            readiness.mark_ready(ENGINE_CHECK);
+            tracing::info!("The Docker engine answers again");
+        }
+    };
+    ControllerTask {
+        name: ENGINE_CHECK,
+        future: watcher.run(report, stop).boxed(),
     }
 }
 

@@ -14,8 +14,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
-use crate::manager::args::TlsMinVersion;
 use crate::manager::error_chain;
+use crate::serving::tls::{TlsMinVersion, server_config_builder};
 
 /// How often the certificate files are checked for changes.
 pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
@@ -104,12 +104,7 @@ impl ServingCertificate {
         self: &Arc<Self>,
         min_version: TlsMinVersion,
     ) -> Result<Arc<rustls::ServerConfig>, CertificateError> {
-        let versions: &[&'static rustls::SupportedProtocolVersion] = match min_version {
-            TlsMinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
-            TlsMinVersion::Tls13 => &[&rustls::version::TLS13],
-        };
-        let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
-            .with_protocol_versions(versions)
+        let mut config = server_config_builder(self.provider.clone(), min_version)
             .map_err(CertificateError::Config)?
             .with_no_client_auth()
             .with_cert_resolver(self.clone());

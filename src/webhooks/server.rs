@@ -23,9 +23,9 @@ use super::{
     ADMISSION_BODY_LIMIT, CONVERSION_BODY_LIMIT, CONVERT_PATH, Endpoint, Reply, Settings,
     admission, conversion,
 };
-use crate::manager::args::TlsMinVersion;
-use crate::manager::listen::{ListenAddr, ListenError};
-use crate::manager::tls::TlsListener;
+use crate::serving::TlsListener;
+use crate::serving::TlsMinVersion;
+use crate::serving::{ListenAddr, ListenError};
 
 /// Why the webhook server could not start.
 #[derive(Debug, thiserror::Error)]

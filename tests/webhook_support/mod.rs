@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capd::manager::args::TlsMinVersion;
+use capd::serving::TlsMinVersion;
 use capd::webhooks::{Settings, WebhookConfig, WebhookServer};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};

@@ -9,6 +9,7 @@ pub mod convert;
 pub mod crd;
 mod discovery;
 pub mod error;
+pub mod faults;
 mod gc;
 mod handlers;
 pub mod jsonpath;

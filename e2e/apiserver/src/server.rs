@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
+use crate::faults::{Fault, Faults, Hit};
 use crate::resources::builtins;
 use crate::store::Store;
 use crate::tls::{ServingCerts, TlsListener};
@@ -95,6 +96,10 @@ pub struct Shared {
     pub gc_wakeup: Notify,
     /// Becomes true on shutdown; long requests (watches) end.
     pub shutdown: watch::Receiver<bool>,
+    /// Injected faults ([`Handle::inject`]).
+    pub faults: Faults,
+    /// Bumped to end every open watch ([`Handle::drop_watches`], [`Handle::restart`]).
+    pub watch_epoch: watch::Sender<u64>,
 }
 
 impl Shared {
@@ -132,38 +137,27 @@ impl TestApiServer {
             counts: Mutex::new(BTreeMap::new()),
             gc_wakeup: Notify::new(),
             shutdown: shutdown_rx.clone(),
+            faults: Faults::default(),
+            watch_epoch: watch::Sender::new(0),
         });
         crate::handlers::seed(&shared).await;
-        let app = crate::handlers::router(shared.clone());
-        let mut stop = shutdown_rx.clone();
-        let stopped = async move {
-            let _ = stop.wait_for(|s| *s).await;
+        let tls = options
+            .https
+            .then(|| ServingCerts::generate(&options.extra_sans))
+            .transpose()?;
+        let serving = Serving {
+            app: crate::handlers::router(shared.clone()),
+            tls: tls.as_ref().map(ServingCerts::server_config).transpose()?,
+            addr: local,
+            shutdown: shutdown_rx.clone(),
         };
-        let (url, ca_pem, server): (String, Option<String>, JoinHandle<()>) = if options.https {
-            let certs = ServingCerts::generate(&options.extra_sans)?;
-            let listener = TlsListener::new(tcp, certs.server_config()?)
-                .map_err(|source| StartError::Bind { addr, source })?;
-            let task = tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, app)
-                    .with_graceful_shutdown(stopped)
-                    .await
-                {
-                    tracing::error!(error = %e, "Serving stopped");
-                }
-            });
-            (
-                format!("https://{host}:{}", local.port()),
-                Some(certs.ca_pem),
-                task,
-            )
-        } else {
-            let task = tokio::spawn(async move {
-                if let Err(e) = axum::serve(tcp, app).with_graceful_shutdown(stopped).await {
-                    tracing::error!(error = %e, "Serving stopped");
-                }
-            });
-            (format!("http://{host}:{}", local.port()), None, task)
-        };
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let server = serving
+            .serve(tcp, stop_rx)
+            .map_err(|source| StartError::Bind { addr, source })?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{host}:{}", local.port());
+        let ca_pem = tls.map(|certs| certs.ca_pem);
         let gc = tokio::spawn(crate::gc::run(shared.clone()));
         let kubeconfig_yaml =
             crate::kubeconfig::render(&url, ca_pem.as_deref(), &options.context_name);
@@ -192,7 +186,10 @@ impl TestApiServer {
             remove_on_drop,
             shared,
             shutdown_tx,
-            tasks: vec![server, gc],
+            serving: Box::new(serving),
+            stop_tx,
+            server: Some(server),
+            gc: Some(gc),
         })
     }
 }
@@ -206,7 +203,56 @@ pub struct Handle {
     remove_on_drop: bool,
     shared: Arc<Shared>,
     shutdown_tx: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    serving: Box<Serving>,
+    /// Stops the current serve loop (a restart); `shutdown_tx` stops everything.
+    stop_tx: watch::Sender<bool>,
+    server: Option<JoinHandle<()>>,
+    gc: Option<JoinHandle<()>>,
+}
+
+/// What serving needs again after a restart: the routes, the same certificate (so clients'
+/// kubeconfigs stay valid) and the same address.
+struct Serving {
+    app: axum::Router,
+    tls: Option<rustls::ServerConfig>,
+    addr: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Serving {
+    /// Serves on `tcp` until `stop` or the server's shutdown.
+    fn serve(
+        &self,
+        tcp: tokio::net::TcpListener,
+        mut stop: watch::Receiver<bool>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let mut shutdown = self.shutdown.clone();
+        let stopped = async move {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => {}
+                _ = shutdown.wait_for(|s| *s) => {}
+            }
+        };
+        let app = self.app.clone();
+        Ok(match &self.tls {
+            Some(config) => {
+                let listener = TlsListener::new(tcp, config.clone())?;
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, app)
+                        .with_graceful_shutdown(stopped)
+                        .await
+                    {
+                        tracing::error!(error = %e, "Serving stopped");
+                    }
+                })
+            }
+            None => tokio::spawn(async move {
+                if let Err(e) = axum::serve(tcp, app).with_graceful_shutdown(stopped).await {
+                    tracing::error!(error = %e, "Serving stopped");
+                }
+            }),
+        })
+    }
 }
 
 impl Handle {
@@ -269,16 +315,67 @@ impl Handle {
         self.shared.store.lock().await.rv()
     }
 
-    /// Stops the server and waits until it has stopped.
-    pub async fn shutdown(mut self) {
-        let _ = self.shutdown_tx.send(true);
-        for task in std::mem::take(&mut self.tasks) {
-            if tokio::time::timeout(Duration::from_secs(5), task)
+    /// Adds a fault (see [`crate::faults`]); the returned id reads what it met with
+    /// [`Handle::fault_hits`].
+    pub fn inject(&self, fault: Fault) -> usize {
+        self.shared.faults.add(fault)
+    }
+
+    /// The requests fault `id` matched so far, in order.
+    pub fn fault_hits(&self, id: usize) -> Vec<Hit> {
+        self.shared.faults.hits(id)
+    }
+
+    /// Removes every injected fault.
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// Ends every open watch now, as a dropped connection or a load balancer's idle timeout
+    /// would. Clients must watch again from their last resourceVersion.
+    pub fn drop_watches(&self) {
+        self.shared.watch_epoch.send_modify(|epoch| *epoch += 1);
+    }
+
+    /// Restarts the server, keeping its stored objects and resourceVersions, as kube-apiserver
+    /// restarting over the same etcd: open watches end, connections close, new ones are refused
+    /// for `downtime`, and afterwards the watch cache starts afresh, so a watch from a
+    /// resourceVersion older than the restart answers 410 Expired and the client must list
+    /// again.
+    pub async fn restart(&mut self, downtime: Duration) -> Result<(), StartError> {
+        self.drop_watches();
+        let _ = self.stop_tx.send(true);
+        if let Some(server) = self.server.take() {
+            let abort = server.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), server)
                 .await
                 .is_err()
             {
-                // The serve loop did not finish in time; dropping the handle aborts nothing else.
+                abort.abort();
             }
+        }
+        tokio::time::sleep(downtime).await;
+        self.shared.store.lock().await.mark_started();
+        let addr = self.serving.addr;
+        let tcp = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind { addr, source })?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        self.stop_tx = stop_tx;
+        self.server = Some(
+            self.serving
+                .serve(tcp, stop_rx)
+                .map_err(|source| StartError::Bind { addr, source })?,
+        );
+        Ok(())
+    }
+
+    /// Stops the server and waits until it has stopped.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown_tx.send(true);
+        for task in [self.server.take(), self.gc.take()].into_iter().flatten() {
+            // A serve loop that does not finish in time is aborted when the handle drops.
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
     }
 }
@@ -286,7 +383,7 @@ impl Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         let _ = self.shutdown_tx.send(true);
-        for task in &self.tasks {
+        for task in [&self.server, &self.gc].into_iter().flatten() {
             task.abort();
         }
         if self.remove_on_drop {

@@ -98,7 +98,13 @@ impl TlsListener {
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {
             loop {
-                let Ok((stream, addr)) = tcp.accept().await else {
+                // Once the server stops listening (a shutdown or a restart), the port is let go
+                // at once, so that connections are refused and the address can be bound again.
+                let accepted = tokio::select! {
+                    () = tx.closed() => break,
+                    accepted = tcp.accept() => accepted,
+                };
+                let Ok((stream, addr)) = accepted else {
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     continue;
                 };
@@ -115,9 +121,6 @@ impl TlsListener {
                         let _ = conn_tx.send((tls, addr)).await;
                     }
                 });
-                if tx.is_closed() {
-                    break;
-                }
             }
         });
         Ok(TlsListener { rx, local })

@@ -488,6 +488,21 @@ impl Env {
         .await
     }
 
+    /// Waits until a DockerMachine's bootstrap runs in its node (`BootstrapCompleted` false,
+    /// "Running bootstrap command ..."): the moment to kill a manager or cut off the engine.
+    pub async fn wait_bootstrap_running(&self, name: &str, timeout: Duration) {
+        eventually(timeout, "bootstrap to be running", || async {
+            let dm = self.get(&infra(self.kinds.machine()), name).await?;
+            let c = condition(&dm, "BootstrapCompleted")?;
+            (c["status"] == "False"
+                && c["message"]
+                    .as_str()?
+                    .starts_with("Running bootstrap command"))
+            .then_some(())
+        })
+        .await;
+    }
+
     /// Waits until a DockerMachine's bootstrap completed and it is provisioned.
     pub async fn wait_machine_provisioned(&self, name: &str, timeout: Duration) -> DynamicObject {
         eventually(

@@ -103,6 +103,10 @@ pub struct Env {
     /// The manager image, when the manager runs as shipped ([`crate::shipped`]).
     pub(crate) shipped_image: Option<String>,
     pub(crate) extra_args: Vec<String>,
+    /// Environment variables of the manager process, on top of the suite's own.
+    pub(crate) manager_env: Vec<(String, String)>,
+    /// Where the manager serves metrics, when [`Env::serve_metrics`] was called.
+    pub(crate) metrics_port: Option<u16>,
     pub(crate) log: PathBuf,
     pub(crate) clusters: Vec<String>,
     pub(crate) namespaces: Vec<String>,
@@ -218,6 +222,8 @@ impl Env {
             manager: None,
             shipped_image,
             extra_args,
+            manager_env: Vec::new(),
+            metrics_port: None,
             clusters: Vec::new(),
             namespaces: Vec::new(),
             _dir: dir,
@@ -234,6 +240,16 @@ impl Env {
     pub fn mgmt(&self) -> &Handle {
         self.test_server()
             .expect("this check needs the test API server (not an existing cluster)")
+    }
+
+    /// As [`Env::mgmt`], to restart it ([`Handle::restart`]).
+    pub fn mgmt_mut(&mut self) -> &mut Handle {
+        match &mut self.management {
+            Management::TestServer(handle) => handle,
+            Management::Existing(_) => {
+                panic!("this check needs the test API server (not an existing cluster)")
+            }
+        }
     }
 
     /// The test API server of the management cluster, `None` against an existing cluster.

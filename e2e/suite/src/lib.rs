@@ -12,8 +12,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod capd_world;
+pub mod chaos;
 pub mod core;
 pub mod docker;
+pub mod engine_proxy;
 pub mod env;
 pub mod manager;
 pub mod observe;
@@ -30,8 +32,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use crate::core::*;
 pub use crate::docker::*;
+pub use crate::engine_proxy::{EngineProxy, Mode as ProxyMode};
 pub use crate::env::{Env, Management, NAMESPACE, client_for};
-pub use crate::manager::manager_binary;
+pub use crate::manager::{http_get, manager_binary, metric};
 pub use crate::pool::*;
 
 /// The root of the workspace (where `config/`, `src/` and `e2e/` are).

@@ -121,6 +121,7 @@ impl Env {
             ])
             .args(&self.extra_args)
             .env_remove("RUST_LOG")
+            .envs(self.manager_env.iter().map(|(k, v)| (k, v)))
             .env("CAPD_DOCKER_NETWORK", &self.network)
             .env(
                 "CAPD_RS_UNPRIVILEGED_CONTAINERS",
@@ -225,25 +226,50 @@ impl Env {
 
     /// Waits until `/readyz` of the manager answers 200.
     pub async fn wait_ready(&self) {
-        let port = self.manager.as_ref().unwrap().health_port;
         eventually(
             Duration::from_secs(30),
             "the manager to be ready",
-            || async move {
-                let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-                    .await
-                    .ok()?;
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                stream
-                    .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                    .await
-                    .ok()?;
-                let mut answer = String::new();
-                stream.read_to_string(&mut answer).await.ok()?;
-                answer.starts_with("HTTP/1.1 200").then_some(())
-            },
+            || async move { (self.readyz().await?.0 == 200).then_some(()) },
         )
         .await;
+    }
+
+    /// What `/readyz` of the manager answers (status and body), `None` when it does not.
+    pub async fn readyz(&self) -> Option<(u16, String)> {
+        http_get(self.manager.as_ref()?.health_port, "/readyz").await
+    }
+
+    /// Has the manager serve its metrics over plain HTTP on a port of its own, from its next
+    /// start; returns the port.
+    pub fn serve_metrics(&mut self) -> u16 {
+        let port = free_port();
+        self.extra_args.extend([
+            format!("--diagnostics-address=127.0.0.1:{port}"),
+            "--insecure-diagnostics".to_string(),
+        ]);
+        self.metrics_port = Some(port);
+        port
+    }
+
+    /// The manager's metrics exposition; panics unless [`Env::serve_metrics`] was called.
+    pub async fn metrics(&self) -> Option<String> {
+        let port = self
+            .metrics_port
+            .expect("call serve_metrics() before starting the manager");
+        let (status, body) = http_get(port, "/metrics").await?;
+        (status == 200).then_some(body)
+    }
+
+    /// Has the manager reach the Docker engine at `docker_host` (for example through an
+    /// [`EngineProxy`](crate::engine_proxy::EngineProxy)), from its next start. The suite's own
+    /// checks keep using the engine directly.
+    pub fn route_docker_through(&mut self, docker_host: &str) {
+        assert!(
+            self.shipped_image.is_none(),
+            "the manager as shipped reaches the engine through the mounted socket"
+        );
+        self.manager_env
+            .push(("DOCKER_HOST".to_string(), docker_host.to_string()));
     }
 
     /// The manager's log so far (of every run).
@@ -258,6 +284,29 @@ impl Env {
         }
         log
     }
+}
+
+/// `GET path` on `127.0.0.1:port` over plain HTTP/1.1: status and body, `None` when nothing
+/// answers.
+pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
+/// The value of the sample `series` (name and labels, as exposed) in a metrics exposition.
+pub fn metric(exposition: &str, series: &str) -> Option<f64> {
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// What a container wrote to stdout and stderr.

@@ -10,6 +10,7 @@ mod scenarios {
     pub mod bad_input;
     pub mod dev_kinds;
     pub mod machine_pool;
+    pub mod outage;
     pub mod pause;
     pub mod quick_start;
     pub mod resilience;

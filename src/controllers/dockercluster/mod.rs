@@ -43,12 +43,12 @@ where
         .await
 }
 
-/// Retry delay after a failure: the object's own backoff.
-pub fn error_policy<K>(object: Arc<K>, _error: &Error, ctx: Arc<Context>) -> Action
+/// Retry delay after a failure: the object's own backoff, or the API server's `Retry-After`.
+pub fn error_policy<K>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action
 where
     K: ServedKind<Docker = DockerCluster>,
 {
-    ctx.requeue_after_failure(object.as_ref())
+    ctx.requeue_after_failure(object.as_ref(), error)
 }
 
 #[instrument(skip_all, fields(kind = %K::kind(&()), object = %key(object.meta())), err)]

@@ -84,7 +84,14 @@ async fn probe(job: &BootstrapJob) -> Result<ProbeResult, TaskFailure> {
 
 async fn probe_with(job: &BootstrapJob, request: ExecRequest) -> Result<ProbeResult, TaskFailure> {
     let out = exec(job, &request, "read the bootstrap status").await?;
-    Ok(runner::parse_probe(&out.stdout_text()))
+    let result = runner::parse_probe(&out.stdout_text());
+    if !result.complete {
+        return Err(TaskFailure::retryable(format!(
+            "Failed to read the bootstrap status in container {}: the output was cut short (was the connection to the Docker engine cut?)",
+            job.container
+        )));
+    }
+    Ok(result)
 }
 
 /// Runs the task to its end.

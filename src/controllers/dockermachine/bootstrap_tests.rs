@@ -25,6 +25,11 @@ struct Node {
     tail: String,
     /// Commands that tried to kill something in the node.
     kills: Vec<String>,
+    /// How many probes get their output cut short after the first line, once `cut_after`
+    /// probes were answered whole.
+    cut_probes: usize,
+    cut_after: usize,
+    seen_probes: usize,
 }
 
 fn out(stdout: &str) -> Option<ExecOutput> {
@@ -69,6 +74,12 @@ fn simulate(fake: &FakeRuntime, node: Arc<Mutex<Node>>) {
             } else if node.sentinel {
                 text.push_str("sentinel=true\n");
             }
+            node.seen_probes += 1;
+            if node.seen_probes > node.cut_after && node.cut_probes > 0 {
+                node.cut_probes -= 1;
+                return out("now=1700000100\n");
+            }
+            text.push_str("end=true\n");
             return out(&text);
         }
         if script.contains("tail -n") {
@@ -208,6 +219,44 @@ async fn a_node_bootstrapped_by_another_provider_is_not_bootstrapped_again() {
     let (state, node) = run_job(node, Ok(plan()), FIVE_MINUTES).await;
     assert!(matches!(state, TaskState::Succeeded(_)));
     assert_eq!(node.lock().unwrap().launches, 0);
+}
+
+#[tokio::test]
+async fn a_status_read_cut_short_is_a_failure_to_retry_never_a_fresh_node() {
+    // Bootstrapped by CAPD before: the sentinel line is what the cut output loses.
+    let node = Node {
+        sentinel: true,
+        cut_probes: 1,
+        ..Default::default()
+    };
+    let (state, node) = run_job(node, Ok(plan()), FIVE_MINUTES).await;
+    let TaskState::Failed { message, terminal } = state else {
+        panic!("expected a failure, got {state:?}");
+    };
+    assert!(!terminal, "retried once the engine answers whole");
+    assert!(message.contains("cut short"), "{message}");
+    let node = node.lock().unwrap();
+    assert_eq!(node.launches, 0, "no bootstrap over CAPD's");
+    assert!(node.stages.is_empty());
+}
+
+#[tokio::test]
+async fn a_followed_runner_survives_status_reads_cut_short() {
+    let node = Node {
+        launched: true,
+        cut_after: 1,
+        cut_probes: 2,
+        statuses: vec![status("running", 2, ""), status("succeeded", 3, "0")],
+        ..Default::default()
+    };
+    let (state, node) = run_job(node, Err("secret gone".into()), FIVE_MINUTES).await;
+    assert!(matches!(state, TaskState::Succeeded(_)), "{state:?}");
+    let node = node.lock().unwrap();
+    assert_eq!(node.launches, 0);
+    assert_eq!(
+        node.seen_probes, 4,
+        "the two reads cut short were read again"
+    );
 }
 
 #[tokio::test]

@@ -68,7 +68,9 @@ pub fn gate(docker_machine: &DockerMachine, owners: Owners<'_>) -> Gate {
         return if deleting && has_finalizer {
             Gate::ReleaseFinalizer
         } else {
-            Gate::Skip("Waiting for Machine Controller to set OwnerRef on DockerMachine")
+            Gate::Skip(
+                "Waiting for Machine Controller to set OwnerRef on the infrastructure machine",
+            )
         };
     }
     if deleting && (owners.machine.is_none() || owners.cluster.is_none()) {
@@ -81,7 +83,9 @@ pub fn gate(docker_machine: &DockerMachine, owners: Owners<'_>) -> Gate {
         return Gate::Skip("Waiting for the Cluster to exist");
     };
     if owners.docker_cluster.is_none() && !deleting {
-        return Gate::Skip("DockerCluster is not available yet");
+        return Gate::Skip(
+            "The infrastructure cluster (DockerCluster or DevCluster) is not available yet",
+        );
     }
     if is_paused(cluster, meta) {
         return Gate::Paused;

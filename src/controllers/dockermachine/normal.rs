@@ -84,7 +84,7 @@ impl Work<'_> {
             TaskAction::RetryWithBackoff => {
                 self.ctx.tasks.reset(&self.object, kind);
                 let key = format!("{kind:?}/{}", self.object);
-                let delay = self.ctx.backoff.failed(&key);
+                let delay = self.ctx.backoff.failed(&key, None);
                 self.requeue_after(delay);
             }
         }

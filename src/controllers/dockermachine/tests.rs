@@ -29,7 +29,7 @@ fn a_machine_without_owner_waits_for_the_machine_controller() {
     let dm = DockerMachine::test("m1");
     assert_eq!(
         gate(&dm, Owners::default()),
-        Gate::Skip("Waiting for Machine Controller to set OwnerRef on DockerMachine")
+        Gate::Skip("Waiting for Machine Controller to set OwnerRef on the infrastructure machine")
     );
 }
 
@@ -63,7 +63,7 @@ fn a_machine_waits_for_its_cluster_and_docker_cluster() {
                 docker_cluster: None
             }
         ),
-        Gate::Skip("DockerCluster is not available yet")
+        Gate::Skip("The infrastructure cluster (DockerCluster or DevCluster) is not available yet")
     );
 }
 

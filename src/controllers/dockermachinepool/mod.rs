@@ -37,9 +37,9 @@ pub async fn reconcile(pool: Arc<DockerMachinePool>, ctx: Arc<Context>) -> Resul
         .await
 }
 
-/// Retry delay after a failure: the object's own backoff.
-pub fn error_policy(pool: Arc<DockerMachinePool>, _error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.requeue_after_failure(pool.as_ref())
+/// Retry delay after a failure: the object's own backoff, or the API server's `Retry-After`.
+pub fn error_policy(pool: Arc<DockerMachinePool>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.requeue_after_failure(pool.as_ref(), error)
 }
 
 /// The objects around a DockerMachinePool, fetched.

@@ -19,7 +19,9 @@ use crate::docker::types::{
     NetworkInfo, NetworkSpec, PublishedPort, RestartPolicy,
 };
 
-/// Maps a bollard error for `action`; HTTP 404 becomes [`RuntimeError::NotFound`].
+/// Maps a bollard error for `action`; HTTP 404 becomes [`RuntimeError::NotFound`]. A connection
+/// that could not be made or broke, and a request unanswered within `timeout`, become
+/// [`RuntimeError::Unreachable`].
 pub(super) fn map_err(
     action: impl Into<String>,
     timeout: Duration,
@@ -31,11 +33,26 @@ pub(super) fn map_err(
             status_code,
             message,
         } => RuntimeError::from_status(action, status_code, message),
-        BollardError::RequestTimeoutError => RuntimeError::Timeout { action, timeout },
+        BollardError::RequestTimeoutError => unanswered(action, timeout),
+        BollardError::HyperLegacyError { .. }
+        | BollardError::HyperResponseError { .. }
+        | BollardError::IOError { .. }
+        | BollardError::SocketNotFoundError(_) => RuntimeError::Unreachable {
+            action,
+            source: Box::new(err),
+        },
         other => RuntimeError::Transport {
             action,
             source: Box::new(other),
         },
+    }
+}
+
+/// The error of a request the engine did not answer within `timeout`.
+pub(super) fn unanswered(action: String, timeout: Duration) -> RuntimeError {
+    RuntimeError::Unreachable {
+        action,
+        source: format!("no answer within {}s", timeout.as_secs()).into(),
     }
 }
 

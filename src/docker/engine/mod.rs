@@ -108,8 +108,14 @@ impl EngineAddress {
     }
 }
 
-/// Time limit for one request to the engine (not for streams such as exec output).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Time limit of one request to the engine, its answer included: a hung engine fails the call
+/// instead of holding a reconcile worker forever. Streams are not bounded by it as a whole: an
+/// exec has its own limit ([`ExecRequest::timeout`], bootstrap itself runs detached and is only
+/// polled), and an image pull fails only when no progress arrives for this long. Two minutes,
+/// because the slowest single calls of a healthy but busy engine (removing a node container with
+/// its volumes, creating one while others start) take tens of seconds; the outage itself is
+/// noticed much sooner (`docker::monitor`).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A Docker engine reached over its API, with the API version negotiated down to what the engine
 /// speaks (engines older than bollard's default, such as 20.10 / API 1.41, work).
@@ -121,6 +127,7 @@ pub struct DockerEngine {
     docker: Docker,
     host: String,
     allow_privileged: bool,
+    request_timeout: Duration,
 }
 
 impl DockerEngine {
@@ -175,6 +182,7 @@ impl DockerEngine {
             docker,
             host: host.to_string(),
             allow_privileged: true,
+            request_timeout: REQUEST_TIMEOUT,
         })
     }
 
@@ -183,6 +191,15 @@ impl DockerEngine {
     /// stand-in images that need no privileges; real `kindest/node` images do need them.
     pub fn without_privileges(mut self) -> Self {
         self.allow_privileged = false;
+        self
+    }
+
+    /// Uses `timeout` instead of [`REQUEST_TIMEOUT`] (whole seconds, at least one): for tests
+    /// that check a hung engine fails calls instead of holding them.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        let timeout = Duration::from_secs(timeout.as_secs().max(1));
+        self.docker = self.docker.with_timeout(timeout);
+        self.request_timeout = timeout;
         self
     }
 
@@ -207,7 +224,22 @@ impl DockerEngine {
         action: impl Into<String>,
     ) -> impl FnOnce(bollard::errors::Error) -> RuntimeError {
         let action = action.into();
-        move |e| map_err(action, REQUEST_TIMEOUT, e)
+        let timeout = self.request_timeout;
+        move |e| map_err(action, timeout, e)
+    }
+
+    /// Runs one request whose answer is read whole, within the request timeout (bollard's own
+    /// limit stops at the answer's headers).
+    async fn call<T>(
+        &self,
+        action: impl Into<String>,
+        request: impl Future<Output = Result<T, bollard::errors::Error>>,
+    ) -> Result<T, RuntimeError> {
+        let action = action.into();
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(answer) => answer.map_err(self.err(action)),
+            Err(_) => Err(convert::unanswered(action, self.request_timeout)),
+        }
     }
 
     fn label_filters(labels: &Labels) -> std::collections::HashMap<String, Vec<String>> {
@@ -224,42 +256,50 @@ impl DockerEngine {
             .force(true)
             .v(true)
             .build();
-        match self.docker.remove_container(name, Some(options)).await {
+        let removed = self.docker.remove_container(name, Some(options));
+        match self.call(format!("delete container {name}"), removed).await {
             Ok(()) => Ok(()),
-            Err(e) => match map_err(format!("delete container {name}"), REQUEST_TIMEOUT, e) {
-                e if e.is_not_found() => Ok(()),
-                // The engine refuses while a removal of the same container is in progress.
-                e if e
-                    .engine_message()
+            Err(e) if e.is_not_found() => Ok(()),
+            // The engine refuses while a removal of the same container is in progress.
+            Err(e)
+                if e.engine_message()
                     .is_some_and(|m| m.contains("already in progress")) =>
-                {
-                    Ok(())
-                }
-                e => Err(e),
-            },
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
+    }
+}
+
+/// `Ok(None)` for an object the engine says does not exist.
+fn absent_as_none<T>(result: Result<T, RuntimeError>) -> Result<Option<T>, RuntimeError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
 #[async_trait]
 impl ContainerRuntime for DockerEngine {
     async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
-        let info = self
-            .docker
-            .info()
-            .await
-            .map_err(self.err("read engine info"))?;
+        let info = self.call("read engine info", self.docker.info()).await?;
         Ok(convert::host_info(info))
     }
 
+    async fn ping(&self) -> Result<(), RuntimeError> {
+        self.call("ping the engine", self.docker.ping()).await?;
+        Ok(())
+    }
+
     async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>, RuntimeError> {
-        match self.docker.inspect_network(name, None).await {
-            Ok(net) => Ok(Some(convert::network_info(net))),
-            Err(e) => match self.err(format!("inspect network {name}"))(e) {
-                e if e.is_not_found() => Ok(None),
-                e => Err(e),
-            },
-        }
+        let inspected = self.docker.inspect_network(name, None);
+        let net = absent_as_none(
+            self.call(format!("inspect network {name}"), inspected)
+                .await,
+        )?;
+        Ok(net.map(convert::network_info))
     }
 
     async fn list_networks(&self, labels: &Labels) -> Result<Vec<NetworkInfo>, RuntimeError> {
@@ -267,40 +307,29 @@ impl ContainerRuntime for DockerEngine {
             .filters(&Self::label_filters(labels))
             .build();
         let nets = self
-            .docker
-            .list_networks(Some(options))
-            .await
-            .map_err(self.err("list networks"))?;
+            .call("list networks", self.docker.list_networks(Some(options)))
+            .await?;
         Ok(nets.into_iter().map(convert::network_summary).collect())
     }
 
     async fn create_network(&self, spec: &NetworkSpec) -> Result<String, RuntimeError> {
+        let created = self.docker.create_network(convert::network_request(spec));
         let resp = self
-            .docker
-            .create_network(convert::network_request(spec))
-            .await
-            .map_err(self.err(format!("create network {}", spec.name)))?;
+            .call(format!("create network {}", spec.name), created)
+            .await?;
         Ok(resp.id)
     }
 
     async fn remove_network(&self, name: &str) -> Result<(), RuntimeError> {
-        match self.docker.remove_network(name).await {
-            Ok(()) => Ok(()),
-            Err(e) => match self.err(format!("remove network {name}"))(e) {
-                e if e.is_not_found() => Ok(()),
-                e => Err(e),
-            },
-        }
+        let removed = self.docker.remove_network(name);
+        absent_as_none(self.call(format!("remove network {name}"), removed).await)?;
+        Ok(())
     }
 
     async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
-        match self.docker.inspect_image(image).await {
-            Ok(_) => Ok(true),
-            Err(e) => match self.err(format!("inspect image {image}"))(e) {
-                e if e.is_not_found() => Ok(false),
-                e => Err(e),
-            },
-        }
+        let inspected = self.docker.inspect_image(image);
+        let found = absent_as_none(self.call(format!("inspect image {image}"), inspected).await)?;
+        Ok(found.is_some())
     }
 
     async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
@@ -309,8 +338,13 @@ impl ContainerRuntime for DockerEngine {
             .from_image(image)
             .build();
         let mut stream = self.docker.create_image(Some(options), None, None);
-        while let Some(progress) = stream.next().await {
-            let progress = progress.map_err(self.err(action.clone()))?;
+        // A pull may take long; it fails only when the engine stops reporting progress.
+        loop {
+            let progress = match tokio::time::timeout(self.request_timeout, stream.next()).await {
+                Ok(Some(progress)) => progress.map_err(self.err(action.clone()))?,
+                Ok(None) => return Ok(()),
+                Err(_) => return Err(convert::unanswered(action, self.request_timeout)),
+            };
             if let Some(detail) = progress.error_detail {
                 let message = detail
                     .message
@@ -318,23 +352,24 @@ impl ContainerRuntime for DockerEngine {
                 return Err(RuntimeError::from_status(action, 500, message));
             }
         }
-        Ok(())
     }
 
     async fn run_container(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
         let options = CreateContainerOptionsBuilder::default()
             .name(&spec.name)
             .build();
+        let create = self.docker.create_container(
+            Some(options),
+            convert::container_body(spec, self.allow_privileged),
+        );
         let created = self
-            .docker
-            .create_container(
-                Some(options),
-                convert::container_body(spec, self.allow_privileged),
-            )
+            .call(format!("create container {}", spec.name), create)
+            .await?;
+        let start = self.docker.start_container(&created.id, None);
+        if let Err(start_err) = self
+            .call(format!("start container {}", spec.name), start)
             .await
-            .map_err(self.err(format!("create container {}", spec.name)))?;
-        if let Err(e) = self.docker.start_container(&created.id, None).await {
-            let start_err = self.err(format!("start container {}", spec.name))(e);
+        {
             if let Err(cleanup) = self.remove_quietly(&created.id).await {
                 tracing::warn!(container = %spec.name, error = %cleanup, "Removing a container that failed to start failed");
             }
@@ -344,13 +379,12 @@ impl ContainerRuntime for DockerEngine {
     }
 
     async fn inspect_container(&self, name: &str) -> Result<Option<ContainerInfo>, RuntimeError> {
-        match self.docker.inspect_container(name, None).await {
-            Ok(resp) => Ok(Some(convert::container_info(resp))),
-            Err(e) => match self.err(format!("inspect container {name}"))(e) {
-                e if e.is_not_found() => Ok(None),
-                e => Err(e),
-            },
-        }
+        let inspected = self.docker.inspect_container(name, None);
+        let found = absent_as_none(
+            self.call(format!("inspect container {name}"), inspected)
+                .await,
+        )?;
+        Ok(found.map(convert::container_info))
     }
 
     async fn list_containers(
@@ -362,10 +396,11 @@ impl ContainerRuntime for DockerEngine {
             .filters(&Self::label_filters(labels))
             .build();
         let list = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(self.err("list containers"))?;
+            .call(
+                "list containers",
+                self.docker.list_containers(Some(options)),
+            )
+            .await?;
         Ok(list.into_iter().map(convert::container_summary).collect())
     }
 
@@ -376,7 +411,7 @@ impl ContainerRuntime for DockerEngine {
     ) -> Result<ExecOutput, RuntimeError> {
         exec::run(
             &self.docker,
-            REQUEST_TIMEOUT,
+            self.request_timeout,
             self.allow_privileged,
             container,
             request,
@@ -388,10 +423,9 @@ impl ContainerRuntime for DockerEngine {
         let options = KillContainerOptionsBuilder::default()
             .signal(signal)
             .build();
-        self.docker
-            .kill_container(name, Some(options))
+        let killed = self.docker.kill_container(name, Some(options));
+        self.call(format!("send {signal} to container {name}"), killed)
             .await
-            .map_err(self.err(format!("send {signal} to container {name}")))
     }
 
     async fn delete_container(&self, name: &str) -> Result<(), RuntimeError> {
@@ -404,21 +438,24 @@ impl ContainerRuntime for DockerEngine {
             .stdout(true)
             .stderr(true)
             .build();
-        let mut stream = self.docker.logs(name, Some(options));
-        let mut text = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            text.extend_from_slice(chunk.map_err(self.err(action.clone()))?.as_ref());
-        }
+        // Not followed: the stream ends with what the container wrote so far.
+        let read = async {
+            let mut stream = self.docker.logs(name, Some(options));
+            let mut text = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                text.extend_from_slice(chunk?.as_ref());
+            }
+            Ok(text)
+        };
+        let text = self.call(action, read).await?;
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
     async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
         // The engine answers 304 Not Modified for a running container, which bollard counts
         // as success.
-        self.docker
-            .start_container(name, None)
-            .await
-            .map_err(self.err(format!("start container {name}")))
+        let started = self.docker.start_container(name, None);
+        self.call(format!("start container {name}"), started).await
     }
 }
 

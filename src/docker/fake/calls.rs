@@ -7,6 +7,8 @@ use crate::docker::types::{ContainerSpec, ExecRequest, Labels, NetworkSpec};
 pub enum Call {
     /// [`ContainerRuntime::host_info`].
     HostInfo,
+    /// [`ContainerRuntime::ping`].
+    Ping,
     /// [`ContainerRuntime::inspect_network`].
     InspectNetwork(String),
     /// [`ContainerRuntime::list_networks`].
@@ -42,6 +44,8 @@ pub enum Call {
 pub enum Op {
     /// `host_info`.
     HostInfo,
+    /// `ping`.
+    Ping,
     /// `inspect_network`.
     InspectNetwork,
     /// `list_networks`.

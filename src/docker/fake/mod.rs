@@ -35,6 +35,7 @@ struct State {
     host: HostInfo,
     ipv6_unavailable: bool,
     duplicate_networks: bool,
+    unreachable: bool,
     files: BTreeMap<(String, String), Vec<u8>>,
     logs: BTreeMap<String, String>,
     exec_handlers: Vec<ExecHandler>,
@@ -114,6 +115,13 @@ impl FakeRuntime {
     /// client does not ask for a duplicate check.
     pub fn allow_duplicate_networks(&self) -> &Self {
         self.lock().duplicate_networks = true;
+        self
+    }
+
+    /// While `unreachable`, every call fails as it does when the engine is down
+    /// ([`RuntimeError::Unreachable`]); the state is kept.
+    pub fn set_unreachable(&self, unreachable: bool) -> &Self {
+        self.lock().unreachable = unreachable;
         self
     }
 
@@ -213,6 +221,12 @@ impl FakeRuntime {
     fn enter(&self, op: Op, call: Call) -> Result<MutexGuard<'_, State>, RuntimeError> {
         let mut state = self.lock();
         state.calls.push(call);
+        if state.unreachable {
+            return Err(RuntimeError::Unreachable {
+                action: format!("{op:?}"),
+                source: "connection refused (fake engine down)".into(),
+            });
+        }
         match state.failures.get_mut(&op).and_then(VecDeque::pop_front) {
             Some(err) => Err(err),
             None => Ok(state),
@@ -291,6 +305,10 @@ fn builtin_exec(
 impl ContainerRuntime for FakeRuntime {
     async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
         Ok(self.enter(Op::HostInfo, Call::HostInfo)?.host.clone())
+    }
+
+    async fn ping(&self) -> Result<(), RuntimeError> {
+        self.enter(Op::Ping, Call::Ping).map(drop)
     }
 
     async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>, RuntimeError> {

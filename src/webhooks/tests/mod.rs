@@ -3,6 +3,7 @@
 
 mod admission;
 mod conversion;
+mod fuzz;
 mod syntax;
 
 use serde_json::{Value, json};

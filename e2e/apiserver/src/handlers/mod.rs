@@ -290,6 +290,9 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         v => v,
     };
     shared.count(format!("{counted} {}", req.counter_name()));
+    if let Some(injected) = shared.faults.answer(counted, &req.counter_name()) {
+        return Ok(injected);
+    }
     let content_type = req.content_type.to_ascii_lowercase();
     if matches!(verb, "create" | "update")
         && !content_type.is_empty()

@@ -188,6 +188,7 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
     };
     let shared = shared.clone();
     let bookmark_every = shared.options.bookmark_interval;
+    let mut dropped = shared.watch_epoch.subscribe();
     tokio::spawn(async move {
         if let Some(err) = expired {
             send_line(&tx, &json!({"type": "ERROR", "object": err.status()})).await;
@@ -235,6 +236,8 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
                 }
                 _ = &mut deadline => return,
                 _ = crate::server::until_shutdown(shutdown.clone()) => return,
+                // Handle::drop_watches, or a restart: the stream ends as a dropped connection would.
+                _ = dropped.changed() => return,
                 _ = tx.closed() => return,
             }
         }

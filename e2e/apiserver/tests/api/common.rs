@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::{Value, json};
@@ -21,13 +22,28 @@ pub async fn start_with(options: Options) -> (Handle, Client) {
     (handle, client)
 }
 
+/// The client configuration of the server's kubeconfig, as any program would read it.
+pub async fn config(handle: &Handle) -> Config {
+    let kubeconfig = Kubeconfig::from_yaml(handle.kubeconfig_yaml()).expect("kubeconfig parses");
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config from kubeconfig")
+}
+
 /// A client built from the server's kubeconfig, as any program would.
 pub async fn client(handle: &Handle) -> Client {
-    let kubeconfig = Kubeconfig::from_yaml(handle.kubeconfig_yaml()).expect("kubeconfig parses");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("config from kubeconfig");
-    Client::try_from(config).expect("client")
+    Client::try_from(config(handle).await).expect("client")
+}
+
+/// A ConfigMap with only a name.
+pub fn cm(name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
 }
 
 /// The error status of a failed call.

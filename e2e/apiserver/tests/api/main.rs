@@ -7,6 +7,7 @@ mod crd;
 mod crud;
 mod deletion;
 mod events;
+mod faults;
 mod list;
 mod misc;
 mod reference_crds;

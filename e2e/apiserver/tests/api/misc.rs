@@ -1,21 +1,11 @@
 //! Plain HTTP, dry runs, raw paths (legacy watch prefix, discovery documents) and method errors.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
 use testapiserver::Options;
 
-use crate::common::{start, start_with, status};
-
-fn cm(name: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
+use crate::common::{cm, start, start_with, status};
 
 fn get(path: &str) -> http::Request<Vec<u8>> {
     http::Request::get(path).body(Vec::new()).unwrap()

@@ -7,22 +7,12 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use testapiserver::Options;
 
-use crate::common::{eventually, start, start_with};
-
-fn cm(name: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
+use crate::common::{cm, eventually, start, start_with};
 
 #[tokio::test]
 async fn watch_resumes_after_a_resource_version() {

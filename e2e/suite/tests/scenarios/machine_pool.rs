@@ -135,11 +135,16 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
         0
     );
     assert_eq!(cluster_containers(&name), vec![format!("{name}-lb")]);
-    assert_eq!(
-        env.manager_log().matches("Started bootstrap").count(),
-        3,
-        "one bootstrap launch per container, across the kill"
-    );
+    // Never a second launch in a container, across the kill. (A manager killed right after it
+    // launched one may not have logged it; the next one then follows it, and each container's
+    // kubeadm ran once, as checked above.)
+    let log = env.manager_log();
+    for container in &containers {
+        let launches = log
+            .matches(&format!("Started bootstrap container={container} "))
+            .count();
+        assert!(launches <= 1, "{container}: {launches} bootstrap launches");
+    }
 
     // Deleting the pool, then the cluster, as core does: nothing is left.
     env.delete_machine_pool_as_core(&pool, Duration::from_secs(90))

@@ -22,16 +22,7 @@ async fn a_killed_manager_resumes_without_duplicates_and_finalizers_come_back() 
     env.create_secret("cp1-bootstrap", &cloud_config(6)).await;
     env.create_machine(&name, "cp1", true, Some("cp1-bootstrap"))
         .await;
-    eventually(PROVISION, "bootstrap to be running", || async {
-        let dm = env.get(&infra("DockerMachine"), "cp1").await?;
-        let c = condition(&dm, "BootstrapCompleted")?;
-        (c["status"] == "False"
-            && c["message"]
-                .as_str()?
-                .starts_with("Running bootstrap command"))
-        .then_some(())
-    })
-    .await;
+    env.wait_bootstrap_running("cp1", PROVISION).await;
     let id = container_id(&container);
     env.stop_manager(true);
     env.start_manager();

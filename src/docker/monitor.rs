@@ -1,0 +1,387 @@
+//! [`MonitoredRuntime`]: a [`ContainerRuntime`] that notices when the engine stops answering and
+//! when it answers again, without polling an engine that works.
+//!
+//! Every call goes to the inner runtime, unchanged. A call that fails because the engine could
+//! not be reached ([`RuntimeError::Unreachable`]), or that has had no answer for
+//! [`Timings::slow_call`], wakes the [`EngineWatcher`], which pings the engine: a ping without an
+//! answer within [`Timings::ping_timeout`] is an outage, reported once ([`EngineReport::Down`]).
+//! The watcher then pings every [`Timings::retry_interval`] (and at once when a call gets an
+//! answer) until the engine answers, and reports [`EngineReport::Up`]. A ping that is answered
+//! changes nothing: one cut stream or one slow command is not an outage. A manager at rest makes
+//! no call, so it pings nothing either.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::runtime::{ContainerRuntime, RuntimeError};
+use super::types::{
+    ContainerInfo, ContainerSpec, ContainerSummary, ExecOutput, ExecRequest, HostInfo, Labels,
+    NetworkInfo, NetworkSpec,
+};
+
+/// How the watcher paces itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// A call without an answer for this long makes the watcher ping (the call goes on).
+    pub slow_call: Duration,
+    /// A ping without an answer for this long counts as failed.
+    pub ping_timeout: Duration,
+    /// How often the engine is pinged while it cannot be reached.
+    pub retry_interval: Duration,
+}
+
+impl Default for Timings {
+    /// 5 s, 5 s and 2 s: a refused connection is noticed at once, a hung engine within about
+    /// 10 s of the first call it holds, and a recovery within 2 s. A healthy engine answers a
+    /// ping in milliseconds even when busy.
+    fn default() -> Self {
+        Self {
+            slow_call: Duration::from_secs(5),
+            ping_timeout: Duration::from_secs(5),
+            retry_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What the watcher reports.
+#[derive(Debug)]
+pub enum EngineReport {
+    /// The engine stopped answering; why the ping failed.
+    Down(RuntimeError),
+    /// The engine answers again.
+    Up,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    down: AtomicBool,
+    wake: Notify,
+}
+
+impl Shared {
+    fn is_down(&self) -> bool {
+        self.down.load(Ordering::SeqCst)
+    }
+
+    /// Something suggests the engine is gone: have the watcher check (once, while it is up).
+    fn suspect(&self) {
+        if !self.is_down() {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The engine answered a call: while it is reported down, have the watcher check at once.
+    fn answered(&self) {
+        if self.is_down() {
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// Forwards every call to the inner runtime and tells its [`EngineWatcher`] what it sees.
+#[derive(Debug)]
+pub struct MonitoredRuntime {
+    inner: Arc<dyn ContainerRuntime>,
+    shared: Arc<Shared>,
+    slow_call: Duration,
+}
+
+/// Decides whether the engine is up; see the module documentation. Run it with
+/// [`EngineWatcher::run`].
+#[derive(Debug)]
+pub struct EngineWatcher {
+    inner: Arc<dyn ContainerRuntime>,
+    shared: Arc<Shared>,
+    timings: Timings,
+}
+
+/// Wraps `inner` with the default [`Timings`].
+pub fn monitor(inner: Arc<dyn ContainerRuntime>) -> (Arc<MonitoredRuntime>, EngineWatcher) {
+    monitor_with(inner, Timings::default())
+}
+
+/// Wraps `inner`; the engine is assumed up (the manager checked it before starting).
+pub fn monitor_with(
+    inner: Arc<dyn ContainerRuntime>,
+    timings: Timings,
+) -> (Arc<MonitoredRuntime>, EngineWatcher) {
+    let shared = Arc::new(Shared::default());
+    let runtime = MonitoredRuntime {
+        inner: inner.clone(),
+        shared: shared.clone(),
+        slow_call: timings.slow_call,
+    };
+    let watcher = EngineWatcher {
+        inner,
+        shared,
+        timings,
+    };
+    (Arc::new(runtime), watcher)
+}
+
+impl MonitoredRuntime {
+    /// Whether the watcher last found the engine unreachable.
+    pub fn is_down(&self) -> bool {
+        self.shared.is_down()
+    }
+
+    async fn observe<T>(
+        &self,
+        call: impl Future<Output = Result<T, RuntimeError>>,
+    ) -> Result<T, RuntimeError> {
+        let mut call = std::pin::pin!(call);
+        let result = tokio::select! {
+            result = &mut call => result,
+            () = tokio::time::sleep(self.slow_call) => {
+                self.shared.suspect();
+                call.await
+            }
+        };
+        match &result {
+            Err(error) if error.is_unreachable() => self.shared.suspect(),
+            _ => self.shared.answered(),
+        }
+        result
+    }
+}
+
+impl EngineWatcher {
+    /// Watches until `stop` is cancelled, calling `report` on every change.
+    pub async fn run(self, mut report: impl FnMut(EngineReport) + Send, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = self.shared.wake.notified() => {}
+                () = stop.cancelled() => return,
+            }
+            let Err(why) = self.ping().await else {
+                continue;
+            };
+            self.shared.down.store(true, Ordering::SeqCst);
+            report(EngineReport::Down(why));
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(self.timings.retry_interval) => {}
+                    () = self.shared.wake.notified() => {}
+                    () = stop.cancelled() => return,
+                }
+                if self.ping().await.is_ok() {
+                    break;
+                }
+            }
+            self.shared.down.store(false, Ordering::SeqCst);
+            report(EngineReport::Up);
+        }
+    }
+
+    /// `Err` when the engine could not be reached or did not answer in time; an engine that
+    /// answers, even with an error, is up.
+    async fn ping(&self) -> Result<(), RuntimeError> {
+        let timeout = self.timings.ping_timeout;
+        match tokio::time::timeout(timeout, self.inner.ping()).await {
+            Ok(Err(error)) if error.is_unreachable() => Err(error),
+            Ok(_) => Ok(()),
+            Err(_) => Err(RuntimeError::Unreachable {
+                action: "ping the engine".to_string(),
+                source: format!("no answer within {}s", timeout.as_secs()).into(),
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl ContainerRuntime for MonitoredRuntime {
+    async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
+        self.observe(self.inner.host_info()).await
+    }
+
+    async fn ping(&self) -> Result<(), RuntimeError> {
+        self.observe(self.inner.ping()).await
+    }
+
+    async fn inspect_network(&self, name: &str) -> Result<Option<NetworkInfo>, RuntimeError> {
+        self.observe(self.inner.inspect_network(name)).await
+    }
+
+    async fn list_networks(&self, labels: &Labels) -> Result<Vec<NetworkInfo>, RuntimeError> {
+        self.observe(self.inner.list_networks(labels)).await
+    }
+
+    async fn create_network(&self, spec: &NetworkSpec) -> Result<String, RuntimeError> {
+        self.observe(self.inner.create_network(spec)).await
+    }
+
+    async fn remove_network(&self, name: &str) -> Result<(), RuntimeError> {
+        self.observe(self.inner.remove_network(name)).await
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+        self.observe(self.inner.image_exists(image)).await
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+        self.observe(self.inner.pull_image(image)).await
+    }
+
+    async fn run_container(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
+        self.observe(self.inner.run_container(spec)).await
+    }
+
+    async fn inspect_container(&self, name: &str) -> Result<Option<ContainerInfo>, RuntimeError> {
+        self.observe(self.inner.inspect_container(name)).await
+    }
+
+    async fn list_containers(
+        &self,
+        labels: &Labels,
+    ) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        self.observe(self.inner.list_containers(labels)).await
+    }
+
+    async fn exec(
+        &self,
+        container: &str,
+        request: &ExecRequest,
+    ) -> Result<ExecOutput, RuntimeError> {
+        self.observe(self.inner.exec(container, request)).await
+    }
+
+    async fn kill_container(&self, name: &str, signal: &str) -> Result<(), RuntimeError> {
+        self.observe(self.inner.kill_container(name, signal)).await
+    }
+
+    async fn delete_container(&self, name: &str) -> Result<(), RuntimeError> {
+        self.observe(self.inner.delete_container(name)).await
+    }
+
+    async fn container_logs(&self, name: &str) -> Result<String, RuntimeError> {
+        self.observe(self.inner.container_logs(name)).await
+    }
+
+    async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
+        self.observe(self.inner.start_container(name)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::docker::FakeRuntime;
+    use crate::docker::fake::Call;
+    use tokio::sync::mpsc;
+
+    const FAST: Timings = Timings {
+        slow_call: Duration::from_secs(5),
+        ping_timeout: Duration::from_secs(5),
+        retry_interval: Duration::from_millis(20),
+    };
+
+    /// The monitored fake, and the watcher's reports as `"down"` / `"up"`.
+    fn watched(
+        fake: &FakeRuntime,
+    ) -> (
+        Arc<MonitoredRuntime>,
+        mpsc::UnboundedReceiver<&'static str>,
+        CancellationToken,
+    ) {
+        let (runtime, watcher) = monitor_with(Arc::new(fake.clone()), FAST);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        tokio::spawn(watcher.run(
+            move |report| {
+                let _ = tx.send(match report {
+                    EngineReport::Down(_) => "down",
+                    EngineReport::Up => "up",
+                });
+            },
+            stop.clone(),
+        ));
+        (runtime, rx, stop)
+    }
+
+    /// The next report; `None` once the watcher stopped. Panics when nothing comes.
+    async fn next(reports: &mut mpsc::UnboundedReceiver<&'static str>) -> Option<&'static str> {
+        tokio::time::timeout(Duration::from_secs(30), reports.recv())
+            .await
+            .expect("a report or the end of the watcher")
+    }
+
+    /// How often the engine was pinged.
+    fn pings(fake: &FakeRuntime) -> usize {
+        fake.calls().iter().filter(|c| **c == Call::Ping).count()
+    }
+
+    #[tokio::test]
+    async fn an_outage_is_reported_once_and_its_end_by_itself() {
+        let fake = FakeRuntime::new();
+        let (runtime, mut reports, stop) = watched(&fake);
+        fake.set_unreachable(true);
+        for _ in 0..3 {
+            let error = runtime.inspect_container("c1").await.unwrap_err();
+            assert!(
+                error.is_unreachable(),
+                "calls fail as the engine makes them"
+            );
+        }
+        assert_eq!(next(&mut reports).await, Some("down"));
+        assert!(runtime.is_down());
+        fake.set_unreachable(false);
+        assert_eq!(
+            next(&mut reports).await,
+            Some("up"),
+            "recovery is noticed without any call"
+        );
+        assert!(!runtime.is_down());
+        assert!(runtime.inspect_container("c1").await.unwrap().is_none());
+        stop.cancel();
+        assert_eq!(next(&mut reports).await, None, "one outage, one recovery");
+    }
+
+    #[tokio::test]
+    async fn a_failed_call_of_an_engine_that_answers_pings_is_not_an_outage() {
+        let fake = FakeRuntime::new();
+        let (runtime, mut reports, stop) = watched(&fake);
+        fake.fail_next(
+            crate::docker::fake::Op::Exec,
+            RuntimeError::Unreachable {
+                action: "exec `sh` in container c1".into(),
+                source: "connection reset by peer".into(),
+            },
+        );
+        let request = ExecRequest::new(["sh"]);
+        assert!(
+            runtime
+                .exec("c1", &request)
+                .await
+                .unwrap_err()
+                .is_unreachable()
+        );
+        for _ in 0..2000 {
+            if pings(&fake) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(pings(&fake), 1, "the failure made the watcher check");
+        stop.cancel();
+        assert_eq!(next(&mut reports).await, None, "nothing reported");
+        assert!(!runtime.is_down());
+    }
+
+    #[tokio::test]
+    async fn an_engine_that_answers_is_never_pinged() {
+        let fake = FakeRuntime::new();
+        let (runtime, mut reports, stop) = watched(&fake);
+        runtime.list_containers(&Labels::new()).await.unwrap();
+        let request = ExecRequest::new(["true"]);
+        runtime.exec("absent", &request).await.unwrap_err();
+        tokio::task::yield_now().await;
+        stop.cancel();
+        assert_eq!(next(&mut reports).await, None);
+        assert_eq!(pings(&fake), 0, "{:?}", fake.calls());
+    }
+}
