@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): installs what the tests need on a fresh machine, builds the test
 # images from Debian packages when their recipe changed, builds the manager image as shipped, then
-# runs every test of the workspace, and the e2e scenarios once more against an existing cluster.
+# runs every test of the workspace, the e2e scenarios once more against an existing cluster, and
+# the podman lane (the engine tests and e2e scenarios on Podman).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +30,21 @@ trap 'kill "$apiserver" 2>/dev/null || true; rm -rf "$existing"' EXIT
 for _ in $(seq 100); do [[ -s $existing/kubeconfig ]] && break; sleep 0.1; done
 CAPD_E2E_USE_EXISTING_CLUSTER=true CAPD_E2E_KUBECONFIG="$existing/kubeconfig" \
   cargo test -p capd-e2e --test scenarios
+kill "$apiserver" 2>/dev/null || true
+
+# The podman lane (README, "Podman"): the engine tests and the e2e scenarios again, on a private
+# rootful Podman service (hack/podman.sh installs podman when missing and loads the test images
+# and the manager image), and the start-up check against a rootless Podman service.
+echo "--- podman lane"
+podman_dir=$(mktemp -d)
+trap 'kill "$apiserver" 2>/dev/null || true; rm -rf "$existing"; bash hack/podman.sh stop "$podman_dir"; rm -rf "$podman_dir"' EXIT
+podman_host=$(CAPD_PODMAN_EXTRA_IMAGES=$CAPD_E2E_MANAGER_IMAGE bash hack/podman.sh start "$podman_dir")
+rootless_host=$(bash hack/podman.sh rootless "$podman_dir")
+(
+  export "$podman_host"
+  cargo test --test docker_network --test docker_node --test docker_loadbalancer \
+    --test docker_outage --test gardener_docker --test controllers_lifecycle
+  CAPD_TEST_ROOTLESS_DOCKER_HOST=${rootless_host#DOCKER_HOST=} \
+    cargo test --test controllers_gates -- rootless
+  cargo test -p capd-e2e --test scenarios -- quick_start resilience bad_input as_shipped machine_pool
+)

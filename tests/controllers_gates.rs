@@ -397,9 +397,81 @@ async fn an_unreachable_docker_engine_stops_the_manager_with_a_clear_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("cannot reach the Docker engine"),
+        stderr.contains("cannot use the container engine"),
         "{stderr}"
     );
+}
+
+/// The rootless engine of the podman lane (`hack/podman.sh rootless`).
+const ROOTLESS_ENV: &str = "CAPD_TEST_ROOTLESS_DOCKER_HOST";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rootless_engine_lacking_what_nodes_need_stops_the_manager_naming_it() {
+    let Some(host) = std::env::var(ROOTLESS_ENV).ok().filter(|h| !h.is_empty()) else {
+        eprintln!("SKIPPED: {ROOTLESS_ENV} is not set (the podman lane of hack/test.sh sets it)");
+        return;
+    };
+    let address = capd::docker::EngineAddress {
+        host: host.clone(),
+        tls: None,
+    };
+    use capd::docker::ContainerRuntime;
+    let engine = capd::docker::DockerEngine::connect_to(&address)
+        .await
+        .unwrap();
+    let facts = engine.host_info().await.unwrap();
+    assert!(
+        facts.rootless(),
+        "{ROOTLESS_ENV}={host} is not rootless: {facts:?}"
+    );
+    let api = testapiserver::TestApiServer::start(testapiserver::Options::default())
+        .await
+        .unwrap();
+    let mut manager = tokio::process::Command::new(env!("CARGO_BIN_EXE_manager"))
+        .args([
+            &format!("--kubeconfig={}", api.kubeconfig_path().display()),
+            "--health-addr=0",
+            "--diagnostics-address=0",
+        ])
+        .env("DOCKER_HOST", &host)
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    match facts.rootless_shortfall() {
+        // This CI machine: cgroup v1.
+        Some(shortfall) => {
+            let output = tokio::time::timeout(Duration::from_secs(60), manager.wait_with_output())
+                .await
+                .unwrap()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(1), "{stderr}");
+            let expected = format!(
+                "cannot use the container engine: {} cannot run nodes: {shortfall}",
+                engine.engine()
+            );
+            assert!(stderr.contains(&expected), "{expected:?} not in {stderr}");
+        }
+        // A host with cgroup v2 delegation: the start-up check lets the engine through.
+        None => {
+            use tokio::io::AsyncBufReadExt;
+            let stderr = manager.stderr.take().unwrap();
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            let reachable = tokio::time::timeout(Duration::from_secs(60), async {
+                while let Some(line) = lines.next_line().await.unwrap() {
+                    if line.contains("Container engine is reachable") {
+                        return true;
+                    }
+                }
+                false
+            })
+            .await
+            .unwrap();
+            assert!(reachable, "the manager did not accept the rootless engine");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -485,7 +485,7 @@ async fn an_unreachable_docker_engine_stops_start_up_with_a_clear_error() {
         .unwrap_err();
     assert_eq!(
         manager::error_chain(&error),
-        "cannot reach the Docker engine: connect to unix:///var/run/docker.sock: connection refused"
+        "cannot use the container engine: connect to unix:///var/run/docker.sock: connection refused"
     );
     assert!(
         http_get(manager.health_port, "/healthz").await.is_err(),

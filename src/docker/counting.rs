@@ -14,8 +14,8 @@ use async_trait::async_trait;
 
 use super::runtime::{ContainerRuntime, RuntimeError};
 use super::types::{
-    ContainerInfo, ContainerSpec, ContainerSummary, ExecOutput, ExecRequest, HostInfo, Labels,
-    NetworkInfo, NetworkSpec,
+    ContainerInfo, ContainerSpec, ContainerSummary, Engine, ExecOutput, ExecRequest, HostInfo,
+    Labels, NetworkInfo, NetworkSpec,
 };
 
 /// Environment variable naming the file the manager writes its Docker call counts to.
@@ -66,6 +66,10 @@ fn write_counts(file: &Path, counts: &BTreeMap<&'static str, u64>) -> std::io::R
 
 #[async_trait]
 impl ContainerRuntime for CountingRuntime {
+    fn engine(&self) -> Engine {
+        self.inner.engine()
+    }
+
     async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
         self.count("host_info");
         self.inner.host_info().await

@@ -32,6 +32,6 @@ pub use runtime::{
 };
 pub use types::{
     BindMount, ContainerInfo, ContainerSpec, ContainerSummary, DeviceMapping, EndpointAddresses,
-    ExecOutput, ExecRequest, ExecStdin, HostInfo, Labels, NetworkInfo, NetworkSpec, PortPublish,
-    PublishedPort, RestartPolicy,
+    Engine, EngineKind, ExecOutput, ExecRequest, ExecStdin, HostInfo, Labels, NetworkInfo,
+    NetworkSpec, PortPublish, PublishedPort, RestartPolicy,
 };

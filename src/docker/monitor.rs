@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::runtime::{ContainerRuntime, RuntimeError};
 use super::types::{
-    ContainerInfo, ContainerSpec, ContainerSummary, ExecOutput, ExecRequest, HostInfo, Labels,
-    NetworkInfo, NetworkSpec,
+    ContainerInfo, ContainerSpec, ContainerSummary, Engine, ExecOutput, ExecRequest, HostInfo,
+    Labels, NetworkInfo, NetworkSpec,
 };
 
 /// How the watcher paces itself.
@@ -195,6 +195,10 @@ impl EngineWatcher {
 
 #[async_trait]
 impl ContainerRuntime for MonitoredRuntime {
+    fn engine(&self) -> Engine {
+        self.inner.engine()
+    }
+
     async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
         self.observe(self.inner.host_info()).await
     }

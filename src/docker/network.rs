@@ -12,7 +12,7 @@ use ipnetwork::{IpNetwork, Ipv6Network};
 use sha1::{Digest, Sha1};
 
 use super::runtime::{ContainerRuntime, RuntimeError};
-use super::types::{Labels, NetworkInfo, NetworkSpec};
+use super::types::{Engine, Labels, NetworkInfo, NetworkSpec};
 
 /// The network name used when none is configured (the one `kind create cluster` makes).
 pub const DEFAULT_NETWORK: &str = "kind";
@@ -109,15 +109,18 @@ pub fn ula_subnet(name: &str, attempt: u32) -> Ipv6Network {
     Ipv6Network::new(addr, 64).unwrap_or_else(|_| Ipv6Network::from(addr))
 }
 
-/// The spec of the network as kind would create it.
+/// The spec of the network as kind would create it on `engine`.
 pub fn desired_network(
+    engine: &Engine,
     name: &str,
     mtu: Option<u32>,
     ipv6: Option<Ipv6Network>,
     labels: &Labels,
 ) -> NetworkSpec {
-    let mut options =
-        std::collections::BTreeMap::from([(MASQUERADE_OPTION.to_string(), "true".to_string())]);
+    let mut options = std::collections::BTreeMap::new();
+    if engine.takes_masquerade_option() {
+        options.insert(MASQUERADE_OPTION.to_string(), "true".to_string());
+    }
     if let Some(mtu) = mtu.filter(|m| *m > 0) {
         options.insert(MTU_OPTION.to_string(), mtu.to_string());
     }
@@ -154,8 +157,9 @@ pub async fn ensure_network(
         return Ok(existing);
     }
     let mtu = default_bridge_mtu(runtime).await?;
+    let engine = runtime.engine();
     let create = |ipv6| {
-        let spec = desired_network(name, mtu, ipv6, labels);
+        let spec = desired_network(&engine, name, mtu, ipv6, labels);
         async move { runtime.create_network(&spec).await }
     };
 
@@ -357,6 +361,16 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn podman_masquerades_without_being_asked_so_the_option_is_not_sent() {
+        let fake = FakeRuntime::new();
+        fake.set_engine(Engine::podman("4.3.1"));
+        fake.add_network(bridge("1400"));
+        let net = ensure_network(&fake, "kind", &Labels::new()).await.unwrap();
+        assert!(!net.options.contains_key(MASQUERADE_OPTION), "{net:?}");
+        assert_eq!(net.options[MTU_OPTION], "1400");
+    }
+
+    #[tokio::test]
     async fn existing_network_is_used_as_is() {
         let fake = FakeRuntime::new();
         ensure_network(&fake, "kind", &Labels::new()).await.unwrap();
@@ -410,7 +424,7 @@ mod tests {
     async fn spare_duplicates_we_created_are_removed() {
         let fake = FakeRuntime::new();
         fake.allow_duplicate_networks();
-        let spec = desired_network("kind", None, None, &Labels::new());
+        let spec = desired_network(&fake.engine(), "kind", None, None, &Labels::new());
         // Two controllers raced: both created "kind".
         let first = fake.create_network(&spec).await.unwrap();
         let second = fake.create_network(&spec).await.unwrap();

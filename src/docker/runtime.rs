@@ -5,8 +5,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::types::{
-    ContainerInfo, ContainerSpec, ContainerSummary, ExecOutput, ExecRequest, HostInfo, Labels,
-    NetworkInfo, NetworkSpec,
+    ContainerInfo, ContainerSpec, ContainerSummary, Engine, ExecOutput, ExecRequest, HostInfo,
+    Labels, NetworkInfo, NetworkSpec,
 };
 
 /// A boxed error kept as the source of a [`RuntimeError`].
@@ -38,6 +38,9 @@ pub fn caused_by_unreachable_engine(error: &(dyn std::error::Error + 'static)) -
 /// return `Ok(None)`, and deleting something already gone succeeds.
 #[async_trait]
 pub trait ContainerRuntime: Send + Sync + std::fmt::Debug {
+    /// Which engine serves the API, as read when the client connected (no call).
+    fn engine(&self) -> Engine;
+
     /// Facts about the engine's host (CPU count, memory, storage driver, security options).
     async fn host_info(&self) -> Result<HostInfo, RuntimeError>;
 
@@ -239,6 +242,8 @@ impl RuntimeError {
         self.engine_message().is_some_and(|m| {
             m.contains("Pool overlaps with other one on this address space")
                 || m.contains("networks have overlapping")
+                // Podman's words.
+                || m.contains("is already used on the host or by another config")
         })
     }
 
@@ -252,12 +257,19 @@ impl RuntimeError {
     }
 
     /// Builds the error for an engine HTTP answer, mapping 404 and 409 to their own variants.
+    /// Podman answers a name already taken (by a container or a network) with 500 and its own
+    /// words, where Docker answers 409: that is a conflict too.
     pub fn from_status(action: impl Into<String>, status: u16, message: impl Into<String>) -> Self {
+        const PODMAN_NAME_TAKEN: [&str; 2] =
+            ["that name is already in use", "network already exists"];
         let action = action.into();
         let message = message.into();
         match status {
             404 => Self::NotFound { action, message },
             409 => Self::Conflict { action, message },
+            500 if PODMAN_NAME_TAKEN.iter().any(|m| message.contains(m)) => {
+                Self::Conflict { action, message }
+            }
             _ => Self::Api {
                 action,
                 status,
@@ -295,6 +307,21 @@ mod tests {
                 .is_not_found()
         );
         assert!(RuntimeError::from_status("create container x", 409, "name in use").is_conflict());
+        // Podman's answers, as its 4.3 service gives them.
+        let podman_container = "container create: creating container storage: the container name \"x\" is already in use by 8675. You have to remove that container to be able to reuse that name: that name is already in use";
+        assert!(
+            RuntimeError::from_status("create container x", 500, podman_container).is_conflict()
+        );
+        let podman_network = "network name kind already used: network already exists";
+        assert!(
+            RuntimeError::from_status("create network kind", 500, podman_network).is_conflict()
+        );
+        assert!(!RuntimeError::from_status("create network kind", 500, "no space").is_conflict());
+        let podman_overlap =
+            "subnet 10.213.5.0/24 is already used on the host or by another config";
+        assert!(
+            RuntimeError::from_status("create network kind", 500, podman_overlap).is_pool_overlap()
+        );
         let err = RuntimeError::from_status(
             "create network n",
             403,

@@ -383,6 +383,76 @@ pub struct NetworkInfo {
     pub containers: Vec<String>,
 }
 
+/// Which engine serves the Docker API: read once from its `/version` answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EngineKind {
+    /// Docker Engine (Moby).
+    #[default]
+    Docker,
+    /// Podman's Docker-compatible service (`podman system service`).
+    Podman,
+}
+
+/// The engine behind the API, and the facts about it that change what the provider asks of it.
+/// Code that differs between engines asks one of these facts, never the kind itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Engine {
+    /// Which engine.
+    pub kind: EngineKind,
+    /// Its version (`20.10.24`, `4.3.1`).
+    pub version: String,
+}
+
+impl Engine {
+    /// A Docker engine of `version`.
+    pub fn docker(version: &str) -> Self {
+        Self {
+            kind: EngineKind::Docker,
+            version: version.to_string(),
+        }
+    }
+
+    /// A Podman service of `version`.
+    pub fn podman(version: &str) -> Self {
+        Self {
+            kind: EngineKind::Podman,
+            version: version.to_string(),
+        }
+    }
+
+    /// The engine's name as a metric label and in logs: `docker` or `podman`.
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            EngineKind::Docker => "docker",
+            EngineKind::Podman => "podman",
+        }
+    }
+
+    /// Whether a bridge network masquerades only when created with the driver option
+    /// `com.docker.network.bridge.enable_ip_masquerade`. Podman masquerades every bridge network
+    /// that is not internal, and answers the option with a warning that it is not recognised.
+    pub fn takes_masquerade_option(&self) -> bool {
+        self.kind == EngineKind::Docker
+    }
+
+    /// Whether a stopped container gets its addresses back when started again. Docker keeps a
+    /// container's endpoint, addresses included, while the container exists; Podman's IPAM
+    /// frees the addresses when the container stops and hands out the next free ones at start.
+    pub fn keeps_addresses_on_restart(&self) -> bool {
+        self.kind == EngineKind::Docker
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.kind {
+            EngineKind::Docker => "Docker",
+            EngineKind::Podman => "Podman",
+        };
+        write!(f, "{name} {}", self.version)
+    }
+}
+
 /// Facts about the engine's host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostInfo {
@@ -396,6 +466,11 @@ pub struct HostInfo {
     pub storage_driver: String,
     /// Security options such as `name=rootless` or `name=userns`.
     pub security_options: Vec<String>,
+    /// The cgroup version of the engine's host (`1` or `2`), when the engine reports it.
+    pub cgroup_version: Option<String>,
+    /// The cgroup controllers the engine may hand to containers, when the engine reports them
+    /// (Podman does; for a rootless engine on cgroup v2, the controllers delegated to its user).
+    pub cgroup_controllers: Option<Vec<String>>,
 }
 
 impl HostInfo {
@@ -411,5 +486,40 @@ impl HostInfo {
         self.security_options
             .iter()
             .any(|o| o.contains("name=userns"))
+    }
+
+    /// What a rootless engine lacks to run Kubernetes nodes, in words for the start-up error;
+    /// `None` for an engine that runs as root or has what it needs.
+    ///
+    /// A node runs systemd and a kubelet that both manage cgroups: a rootless engine can only
+    /// give a container cgroups it may write to, which needs cgroup v2 with the controllers
+    /// delegated to the user (kind has the same requirement for rootless Docker and Podman).
+    pub fn rootless_shortfall(&self) -> Option<String> {
+        const NEEDED: [&str; 3] = ["cpu", "memory", "pids"];
+        const HOW: &str = "a rootless engine needs cgroup v2 with the cpu, memory and pids controllers delegated to its user (systemd: Delegate=yes for user@.service) to run Kubernetes nodes";
+        if !self.rootless() {
+            return None;
+        }
+        match (self.cgroup_version.as_deref(), &self.cgroup_controllers) {
+            (Some("2"), None) => None,
+            (Some("2"), Some(controllers)) => {
+                let missing: Vec<&str> = NEEDED
+                    .into_iter()
+                    .filter(|n| !controllers.iter().any(|c| c == n))
+                    .collect();
+                (!missing.is_empty()).then(|| {
+                    format!(
+                        "the engine runs rootless on cgroup v2 without the {} controller(s) delegated to it, and {HOW}",
+                        missing.join(", ")
+                    )
+                })
+            }
+            (Some(version), _) => Some(format!(
+                "the engine runs rootless on cgroup v{version}, and {HOW}"
+            )),
+            (None, _) => Some(format!(
+                "the engine runs rootless on a cgroup version it does not report, and {HOW}"
+            )),
+        }
     }
 }

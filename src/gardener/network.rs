@@ -180,7 +180,7 @@ async fn create(
     };
     let mut created = false;
     for ipv6 in attempts {
-        let mut spec = desired_network(&plan.name, mtu, ipv6, &labels);
+        let mut spec = desired_network(&runtime.engine(), &plan.name, mtu, ipv6, &labels);
         spec.subnets.extend(plan.ipv4.map(IpNetwork::V4));
         match runtime.create_network(&spec).await {
             // A conflict: created meanwhile (a previous answer was lost); checked below.

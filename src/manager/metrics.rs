@@ -16,6 +16,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::docker::Engine;
+
 /// The leader election Lease name, as the `name` label of the leader gauge.
 const LEASE_LABEL: &str = super::leader::LEASE_NAME;
 
@@ -52,6 +54,7 @@ struct Families {
     leader: Family<Labels<1>, Gauge>,
     docker_engine_up: Family<Labels<0>, Gauge>,
     docker_engine_outages: Family<Labels<0>, Counter>,
+    docker_engine_info: Family<[(&'static str, String); 2], Gauge>,
 }
 
 /// The process's metrics registry. Cheap to clone; every clone updates the same values.
@@ -84,6 +87,7 @@ impl Metrics {
             leader: Family::default(),
             docker_engine_up: Family::default(),
             docker_engine_outages: Family::default(),
+            docker_engine_info: Family::default(),
         };
         let mut registry = Registry::default();
         // Counters are registered without their `_total`, which the encoder appends.
@@ -131,6 +135,11 @@ impl Metrics {
             "capd_docker_engine_outages",
             "Number of times the Docker engine stopped answering",
             families.docker_engine_outages.clone(),
+        );
+        registry.register(
+            "capd_docker_engine_info",
+            "The engine serving the Docker API (engine docker or podman, and its version); always 1",
+            families.docker_engine_info.clone(),
         );
         Self {
             registry: Arc::new(registry),
@@ -225,6 +234,17 @@ impl Metrics {
             outages.inc();
         }
         gauge.set(i64::from(up));
+    }
+
+    /// Publishes which engine serves the Docker API.
+    pub fn set_docker_engine(&self, engine: &Engine) {
+        self.families
+            .docker_engine_info
+            .get_or_create(&[
+                ("engine", engine.name().to_string()),
+                ("version", engine.version.clone()),
+            ])
+            .set(1);
     }
 
     /// The text exposition of every metric.

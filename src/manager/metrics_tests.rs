@@ -248,3 +248,15 @@ fn the_docker_engine_series_appear_with_the_engine_and_count_each_outage_once() 
         "{text}"
     );
 }
+
+#[test]
+fn the_engine_serving_the_api_is_a_labelled_info_series() {
+    let metrics = Metrics::new();
+    metrics.set_docker_engine(&crate::docker::Engine::podman("4.3.1"));
+    let text = metrics.render();
+    assert!(
+        text.lines()
+            .any(|l| l == r#"capd_docker_engine_info{engine="podman",version="4.3.1"} 1"#),
+        "{text}"
+    );
+}

@@ -86,7 +86,7 @@ pub enum RunError {
     #[error(transparent)]
     ApiServer(#[from] ApiServerError),
     /// The container engine check failed.
-    #[error("cannot reach the Docker engine")]
+    #[error("cannot use the container engine")]
     Engine(#[source] Box<dyn Error + Send + Sync>),
     /// The diagnostics certificate could not be made.
     #[error(transparent)]
@@ -225,7 +225,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
                     Err(format!("no answer within {seconds}s").into())
                 })
                 .map_err(RunError::Engine)?;
-            tracing::info!(engine = %engine, "Docker engine is reachable");
+            tracing::info!(engine = %engine, "Container engine is reachable");
         }
         None => tracing::warn!("No Docker engine check is wired into this build"),
     }

@@ -137,6 +137,7 @@ pub fn wiring(controllers: ControllerSet) -> Wiring {
         engine_check: Some(engine_check),
         start_controllers: Box::new(move |context, stop| match engine.get() {
             Some(runtime) => {
+                context.metrics.set_docker_engine(&runtime.engine());
                 let (runtime, watcher) = monitor(runtime.clone());
                 let mut tasks = vec![watch_engine(&context, watcher, stop.clone())];
                 tasks.extend(controllers.start(context, runtime, stop));
@@ -197,9 +198,12 @@ fn docker_engine() -> (EngineCheck, Arc<OnceLock<Arc<dyn ContainerRuntime>>>) {
             client = client.without_privileges();
         }
         let host = client.host_info().await?;
+        if let Some(shortfall) = host.rootless_shortfall() {
+            return Err(format!("{} cannot run nodes: {shortfall}", client.engine()).into());
+        }
         let description = format!(
-            "Docker {} at {} (API {})",
-            host.server_version,
+            "{} at {} (API {})",
+            client.engine(),
             client.host(),
             client.api_version()
         );

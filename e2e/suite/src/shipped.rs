@@ -80,7 +80,7 @@ impl ShippedRun {
         ];
         args.extend(SECURITY_OPTIONS.iter().map(|o| o.to_string()));
         args.extend([
-            format!("--volume={DOCKER_SOCKET}:{DOCKER_SOCKET}"),
+            format!("--volume={}:{DOCKER_SOCKET}", engine_socket()),
             format!("--volume={}:{WEBHOOK_CERT_DIR}:ro", self.cert_dir.display()),
             format!("--volume={}:{KUBECONFIG}:ro", self.kubeconfig.display()),
         ]);
@@ -107,6 +107,16 @@ impl ShippedRun {
         args.extend(self.extra_args.iter().cloned());
         args
     }
+}
+
+/// The engine socket on this host that the manager gets at [`DOCKER_SOCKET`], as the
+/// Deployment mounts the node's socket: the one `DOCKER_HOST` names (Podman's, in the podman
+/// lane), else Docker's.
+pub fn engine_socket() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|host| host.strip_prefix("unix://").map(str::to_string))
+        .unwrap_or_else(|| DOCKER_SOCKET.to_string())
 }
 
 /// The image of `CAPD_E2E_MANAGER_IMAGE`, or `None` (the lane is skipped, saying so) when it is

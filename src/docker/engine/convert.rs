@@ -9,13 +9,13 @@ use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ContainerSummary as BollardSummary,
     DeviceMapping as BollardDevice, HostConfig, HostConfigCgroupnsModeEnum, Ipam, IpamConfig,
     NetworkCreateRequest, NetworkInspect, PortBinding, RestartPolicy as BollardRestart,
-    RestartPolicyNameEnum, SystemInfo,
+    RestartPolicyNameEnum, SystemInfo, SystemVersion,
 };
 use ipnetwork::IpNetwork;
 
 use crate::docker::runtime::RuntimeError;
 use crate::docker::types::{
-    ContainerInfo, ContainerSpec, ContainerSummary, EndpointAddresses, HostInfo, Labels,
+    ContainerInfo, ContainerSpec, ContainerSummary, EndpointAddresses, Engine, HostInfo, Labels,
     NetworkInfo, NetworkSpec, PublishedPort, RestartPolicy,
 };
 
@@ -260,7 +260,7 @@ pub(super) fn network_info(net: NetworkInspect) -> NetworkInfo {
         id: net.id.unwrap_or_default(),
         name: net.name.unwrap_or_default(),
         driver: net.driver.unwrap_or_default(),
-        options: net.options.unwrap_or_default().into_iter().collect(),
+        options: driver_options(net.options),
         labels: sorted_labels(net.labels),
         enable_ipv6: net.enable_ipv6.unwrap_or(false),
         gateways: gateways(net.ipam.as_ref()),
@@ -269,13 +269,26 @@ pub(super) fn network_info(net: NetworkInspect) -> NetworkInfo {
     }
 }
 
+/// A network's driver options in Docker's names: Podman reports the MTU Docker calls
+/// `com.docker.network.driver.mtu` as `mtu`.
+fn driver_options(options: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
+    options
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(key, value)| match key.as_str() {
+            "mtu" => ("com.docker.network.driver.mtu".to_string(), value),
+            _ => (key, value),
+        })
+        .collect()
+}
+
 /// The domain view of a network listing line.
 pub(super) fn network_summary(net: bollard::models::Network) -> NetworkInfo {
     NetworkInfo {
         id: net.id.unwrap_or_default(),
         name: net.name.unwrap_or_default(),
         driver: net.driver.unwrap_or_default(),
-        options: net.options.unwrap_or_default().into_iter().collect(),
+        options: driver_options(net.options),
         labels: sorted_labels(net.labels),
         enable_ipv6: net.enable_ipv6.unwrap_or(false),
         gateways: gateways(net.ipam.as_ref()),
@@ -323,6 +336,28 @@ pub(super) fn host_info(info: SystemInfo) -> HostInfo {
         server_version: info.server_version.unwrap_or_default(),
         storage_driver: info.driver.unwrap_or_default(),
         security_options: info.security_options.unwrap_or_default(),
+        cgroup_version: info
+            .cgroup_version
+            .map(|v| v.to_string())
+            .filter(|v| !v.is_empty()),
+        cgroup_controllers: None,
+    }
+}
+
+/// The component Podman names itself with in its `/version` answer.
+const PODMAN_COMPONENT: &str = "Podman Engine";
+
+/// Which engine answered `/version`: Podman lists a component of its own, where Docker lists
+/// `Engine`; anything else is taken for Docker.
+pub(super) fn engine(version: &SystemVersion) -> Engine {
+    let podman = version
+        .components
+        .iter()
+        .flatten()
+        .find(|c| c.name == PODMAN_COMPONENT);
+    match podman {
+        Some(component) => Engine::podman(&component.version),
+        None => Engine::docker(version.version.as_deref().unwrap_or_default()),
     }
 }
 
@@ -408,5 +443,74 @@ mod tests {
         });
         assert_eq!(info.subnets.len(), 2);
         assert_eq!(info.gateways, vec!["172.18.0.1".parse::<IpAddr>().unwrap()]);
+    }
+
+    /// A `/version` answer captured from an engine on the development machine.
+    fn version(file: &str) -> SystemVersion {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/docker/testdata")
+            .join(file);
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_engine_is_told_by_its_version_answer() {
+        let docker = engine(&version("version-docker-20.10.json"));
+        assert_eq!(docker, Engine::docker("20.10.24+dfsg1"));
+        assert_eq!(docker.to_string(), "Docker 20.10.24+dfsg1");
+        let podman = engine(&version("version-podman-4.3.json"));
+        assert_eq!(podman, Engine::podman("4.3.1"));
+        assert_eq!(
+            (podman.name(), podman.to_string().as_str()),
+            ("podman", "Podman 4.3.1")
+        );
+        assert!(docker.takes_masquerade_option() && !podman.takes_masquerade_option());
+        assert!(docker.keeps_addresses_on_restart() && !podman.keeps_addresses_on_restart());
+    }
+
+    #[test]
+    fn cgroup_version_is_read_from_the_engine_info() {
+        let info: SystemInfo =
+            serde_json::from_str(r#"{"CgroupVersion":"2","SecurityOptions":["name=rootless"]}"#)
+                .unwrap();
+        let host = host_info(info);
+        assert_eq!(host.cgroup_version.as_deref(), Some("2"));
+        assert!(host.rootless());
+        assert_eq!(host.rootless_shortfall(), None);
+        let unknown =
+            host_info(serde_json::from_str(r#"{"SecurityOptions":["name=rootless"]}"#).unwrap());
+        assert_eq!(unknown.cgroup_version, None);
+        assert!(
+            unknown
+                .rootless_shortfall()
+                .unwrap()
+                .contains("a cgroup version it does not report")
+        );
+        let undelegated = HostInfo {
+            cgroup_controllers: Some(vec!["cpu".into(), "pids".into()]),
+            ..host.clone()
+        };
+        assert!(
+            undelegated
+                .rootless_shortfall()
+                .unwrap()
+                .contains("without the memory controller(s) delegated"),
+            "{undelegated:?}"
+        );
+        let cgroup_v1 = HostInfo {
+            cgroup_version: Some("1".into()),
+            ..host
+        };
+        assert!(
+            cgroup_v1
+                .rootless_shortfall()
+                .unwrap()
+                .contains("rootless on cgroup v1")
+        );
+        let rootful = HostInfo {
+            security_options: Vec::new(),
+            ..cgroup_v1
+        };
+        assert_eq!(rootful.rootless_shortfall(), None);
     }
 }

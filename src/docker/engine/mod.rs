@@ -4,6 +4,7 @@
 
 mod convert;
 mod exec;
+mod libpod;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,8 +21,8 @@ use futures::StreamExt;
 use self::convert::map_err;
 use super::runtime::{ContainerRuntime, RuntimeError};
 use super::types::{
-    ContainerInfo, ContainerSpec, ContainerSummary, ExecOutput, ExecRequest, HostInfo, Labels,
-    NetworkInfo, NetworkSpec,
+    ContainerInfo, ContainerSpec, ContainerSummary, Engine, EngineKind, ExecOutput, ExecRequest,
+    HostInfo, Labels, NetworkInfo, NetworkSpec,
 };
 
 /// The engine address used when `DOCKER_HOST` is not set.
@@ -118,13 +119,18 @@ impl EngineAddress {
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A Docker engine reached over its API, with the API version negotiated down to what the engine
-/// speaks (engines older than bollard's default, such as 20.10 / API 1.41, work).
+/// speaks (engines older than bollard's default, such as 20.10 / API 1.41, work). Podman's
+/// Docker-compatible service is reached the same way; which engine answered is read at connection
+/// ([`ContainerRuntime::engine`]).
 ///
 /// Containers and execs run privileged when asked, as CAPD's do, unless
 /// [`DockerEngine::without_privileges`] was called.
 #[derive(Debug, Clone)]
 pub struct DockerEngine {
     docker: Docker,
+    engine: Engine,
+    /// What Podman's own API says of the host (rootless, cgroups), read once at connection.
+    podman_host: Option<libpod::PodmanHost>,
     host: String,
     allow_privileged: bool,
     request_timeout: Duration,
@@ -178,8 +184,22 @@ impl DockerEngine {
             .negotiate_version()
             .await
             .map_err(connect_err)?;
+        let version = tokio::time::timeout(REQUEST_TIMEOUT, docker.version())
+            .await
+            .map_err(|_| RuntimeError::Connect {
+                host: host.to_string(),
+                source: format!("no answer to /version within {REQUEST_TIMEOUT:?}").into(),
+            })?
+            .map_err(connect_err)?;
+        let engine = convert::engine(&version);
+        let podman_host = match engine.kind {
+            EngineKind::Podman => libpod::host(host, REQUEST_TIMEOUT).await?,
+            EngineKind::Docker => None,
+        };
         Ok(Self {
             docker,
+            engine,
+            podman_host,
             host: host.to_string(),
             allow_privileged: true,
             request_timeout: REQUEST_TIMEOUT,
@@ -283,9 +303,23 @@ fn absent_as_none<T>(result: Result<T, RuntimeError>) -> Result<Option<T>, Runti
 
 #[async_trait]
 impl ContainerRuntime for DockerEngine {
+    fn engine(&self) -> Engine {
+        self.engine.clone()
+    }
+
     async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
         let info = self.call("read engine info", self.docker.info()).await?;
-        Ok(convert::host_info(info))
+        let mut host = convert::host_info(info);
+        // Podman's compatible /info says neither whether it is rootless nor which controllers
+        // it has: take them from its own API, in Docker's words.
+        if let Some(podman) = &self.podman_host {
+            if podman.rootless && !host.rootless() {
+                host.security_options.push("name=rootless".to_string());
+            }
+            host.cgroup_version = podman.cgroup_version.clone().or(host.cgroup_version);
+            host.cgroup_controllers = Some(podman.cgroup_controllers.clone());
+        }
+        Ok(host)
     }
 
     async fn ping(&self) -> Result<(), RuntimeError> {

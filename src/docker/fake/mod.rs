@@ -14,8 +14,8 @@ use ipnetwork::{IpNetwork, Ipv4Network};
 
 use super::runtime::{ContainerRuntime, RuntimeError};
 use super::types::{
-    ContainerInfo, ContainerSpec, ContainerSummary, EndpointAddresses, ExecOutput, ExecRequest,
-    ExecStdin, HostInfo, Labels, NetworkInfo, NetworkSpec, PublishedPort,
+    ContainerInfo, ContainerSpec, ContainerSummary, EndpointAddresses, Engine, ExecOutput,
+    ExecRequest, ExecStdin, HostInfo, Labels, NetworkInfo, NetworkSpec, PublishedPort,
 };
 
 mod calls;
@@ -33,6 +33,7 @@ struct State {
     images: BTreeSet<String>,
     pullable: BTreeSet<String>,
     host: HostInfo,
+    engine: Engine,
     ipv6_unavailable: bool,
     duplicate_networks: bool,
     unreachable: bool,
@@ -79,7 +80,10 @@ impl FakeRuntime {
             server_version: "fake".to_string(),
             storage_driver: "overlay2".to_string(),
             security_options: Vec::new(),
+            cgroup_version: Some("2".to_string()),
+            cgroup_controllers: None,
         };
+        fake.lock().engine = Engine::docker("fake");
         fake
     }
 
@@ -102,6 +106,12 @@ impl FakeRuntime {
     /// Replaces the host facts returned by `host_info`.
     pub fn set_host_info(&self, host: HostInfo) -> &Self {
         self.lock().host = host;
+        self
+    }
+
+    /// Replaces the engine identity returned by `engine` (a fake Docker engine by default).
+    pub fn set_engine(&self, engine: Engine) -> &Self {
+        self.lock().engine = engine;
         self
     }
 
@@ -303,6 +313,10 @@ fn builtin_exec(
 
 #[async_trait]
 impl ContainerRuntime for FakeRuntime {
+    fn engine(&self) -> Engine {
+        self.lock().engine.clone()
+    }
+
     async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
         Ok(self.enter(Op::HostInfo, Call::HostInfo)?.host.clone())
     }
