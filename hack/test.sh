@@ -47,4 +47,13 @@ rootless_host=$(bash hack/podman.sh rootless "$podman_dir")
   CAPD_TEST_ROOTLESS_DOCKER_HOST=${rootless_host#DOCKER_HOST=} \
     cargo test --test controllers_gates -- rootless
   cargo test -p capd-e2e --test scenarios -- quick_start resilience bad_input as_shipped machine_pool
+  # Nothing left on Podman: no node or load balancer container, no network the provider made.
+  leftovers=$(docker ps -aq --filter label=io.x-k8s.kind.cluster
+    docker network ls -q --filter label=io.x-k8s.capd.created-by)
+  if [[ -n $leftovers ]]; then
+    echo "the podman lane left containers or networks behind:" >&2
+    docker ps -a --filter label=io.x-k8s.kind.cluster >&2
+    docker network ls --filter label=io.x-k8s.capd.created-by >&2
+    exit 1
+  fi
 )

@@ -33,5 +33,5 @@ pub use runtime::{
 pub use types::{
     BindMount, ContainerInfo, ContainerSpec, ContainerSummary, DeviceMapping, EndpointAddresses,
     Engine, EngineKind, ExecOutput, ExecRequest, ExecStdin, HostInfo, Labels, NetworkInfo,
-    NetworkSpec, PortPublish, PublishedPort, RestartPolicy,
+    NetworkSpec, PortPublish, PublishedPort, RestartPolicy, same_image,
 };

@@ -383,6 +383,27 @@ pub struct NetworkInfo {
     pub containers: Vec<String>,
 }
 
+/// Whether two image references name the same image, however fully each engine writes them:
+/// Docker reports a container's image as it was given (`kindest/node:v1.31.0`), Podman fully
+/// qualified (`docker.io/kindest/node:v1.31.0`, and `localhost/capd-test/node:...` for an image
+/// loaded from an archive, which its short name finds).
+pub fn same_image(a: &str, b: &str) -> bool {
+    qualified(a) == qualified(b)
+}
+
+/// `reference` with Docker Hub's registry and `library/` written out; Podman's `localhost/`
+/// prefix of registry-less images is read as no registry.
+fn qualified(reference: &str) -> String {
+    let reference = reference.strip_prefix("localhost/").unwrap_or(reference);
+    match reference.split_once('/') {
+        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => {
+            reference.to_string()
+        }
+        Some(_) => format!("docker.io/{reference}"),
+        None => format!("docker.io/library/{reference}"),
+    }
+}
+
 /// Which engine serves the Docker API: read once from its `/version` answer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum EngineKind {
@@ -520,6 +541,32 @@ impl HostInfo {
             (None, _) => Some(format!(
                 "the engine runs rootless on a cgroup version it does not report, and {HOW}"
             )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_references_match_however_fully_the_engine_writes_them() {
+        for (a, b) in [
+            ("kindest/node:v1.31.0", "docker.io/kindest/node:v1.31.0"),
+            ("capd-test/node:abc", "localhost/capd-test/node:abc"),
+            ("haproxy:2.6", "docker.io/library/haproxy:2.6"),
+            ("registry.k8s.io/pause:3.9", "registry.k8s.io/pause:3.9"),
+            ("localhost:5000/node:v1", "localhost:5000/node:v1"),
+        ] {
+            assert!(same_image(a, b), "{a} and {b}");
+            assert!(same_image(b, a), "{b} and {a}");
+        }
+        for (a, b) in [
+            ("kindest/node:v1.31.0", "kindest/node:v1.32.0"),
+            ("kindest/node:v1.31.0", "quay.io/kindest/node:v1.31.0"),
+            ("localhost:5000/node:v1", "node:v1"),
+        ] {
+            assert!(!same_image(a, b), "{a} and {b}");
         }
     }
 }

@@ -117,15 +117,16 @@ impl Drop for Cleanup {
     }
 }
 
-fn machine_description() -> String {
+/// The machine and the engine measured (`Docker 20.10.24`, `Podman 4.3.1`: each against its own
+/// floor).
+fn machine_description(engine: &capd::docker::Engine) -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let (_, docker) = docker_cli(&["version", "--format", "{{.Server.Version}}"]);
     let date = Command::new("date")
         .args(["-u", "+%Y-%m-%d"])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    format!("{cpus} cores, Docker {docker}, {date}")
+    format!("{cpus} cores, {engine}, {date}")
 }
 
 struct Run {
@@ -407,7 +408,7 @@ async fn main() -> Result<()> {
     drop(cleanup);
 
     let report = Report {
-        machine: machine_description(),
+        machine: machine_description(&runtime.engine()),
         repetitions,
         quick: args.quick,
         rows,

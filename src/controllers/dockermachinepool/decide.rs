@@ -22,7 +22,7 @@ use crate::controllers::conditions::{
 };
 use crate::controllers::meta::{is_deleting, owner_machine};
 use crate::docker::node::FAILURE_DOMAIN_LABEL;
-use crate::docker::types::ContainerSummary;
+use crate::docker::types::{ContainerSummary, same_image};
 
 /// Reason of `ReplicasReady=False` while machines are added.
 pub const SCALING_UP_REASON: &str = "ScalingUp";
@@ -56,7 +56,7 @@ impl Instance<'_> {
 
     /// Its container runs an image other than `image`.
     pub fn outdated(&self, image: &str) -> bool {
-        self.container.is_some_and(|c| c.image != image)
+        self.container.is_some_and(|c| !same_image(&c.image, image))
     }
 
     /// The DockerMachine reports its infrastructure provisioned.
