@@ -46,7 +46,7 @@ rootless_host=$(bash hack/podman.sh rootless "$podman_dir")
     --test docker_outage --test gardener_docker --test controllers_lifecycle
   CAPD_TEST_ROOTLESS_DOCKER_HOST=${rootless_host#DOCKER_HOST=} \
     cargo test --test controllers_gates -- rootless
-  cargo test -p capd-e2e --test scenarios -- quick_start resilience bad_input as_shipped machine_pool
+  cargo test -p capd-e2e --test scenarios
   # Nothing left on Podman: no node or load balancer container, no network the provider made.
   leftovers=$(docker ps -aq --filter label=io.x-k8s.kind.cluster
     docker network ls -q --filter label=io.x-k8s.capd.created-by)

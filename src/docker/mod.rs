@@ -2,7 +2,9 @@
 //!
 //! - [`ContainerRuntime`]: the narrow async trait every Docker call goes through
 //!   (object safe, held as `Arc<dyn ContainerRuntime>`).
-//! - [`DockerEngine`]: the implementation on a real Docker engine (the only user of bollard).
+//! - [`DockerEngine`]: the implementation on a real Docker engine, or on Podman's
+//!   Docker-compatible service (the only user of bollard); [`Engine`] says which, and the facts
+//!   about it that change what the provider asks.
 //! - [`FakeRuntime`]: an in-memory implementation that records calls, for unit tests.
 //! - [`counting`]: a call-counting wrapper the benchmark enables with an environment variable.
 //! - [`monitor`]: a wrapper that notices an engine that stops answering, and its recovery.
