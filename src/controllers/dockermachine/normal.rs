@@ -58,6 +58,25 @@ impl Work<'_> {
         }
     }
 
+    /// Takes the generation our own spec write produced. When it is the next one (nobody else
+    /// changed the spec meanwhile), what this pass observed holds for it as well: the
+    /// conditions made against the old generation carry the new one, and the status is
+    /// written once instead of once more by the next pass.
+    fn wrote_spec(&mut self, generation: Option<i64>) {
+        let before = self.working.metadata.generation;
+        if generation.is_none() || generation != before.map(|g| g + 1) {
+            return;
+        }
+        self.working.metadata.generation = generation;
+        if let Some(status) = self.working.status.as_mut() {
+            for condition in &mut status.conditions {
+                if condition.observed_generation == before {
+                    condition.observed_generation = generation;
+                }
+            }
+        }
+    }
+
     fn requeue_after(&mut self, delay: Duration) {
         self.requeue = Some(self.requeue.map_or(delay, |d| d.min(delay)));
     }
@@ -119,7 +138,7 @@ pub async fn reconcile(
         requeue: None,
     };
     let result = run_steps(&mut work, machine, cluster, docker_cluster, cluster_name).await;
-    let generation = docker_machine.metadata.generation;
+    let generation = work.working.metadata.generation;
     let mut status = work.working.status.clone().unwrap_or_default();
     status::summarize(&mut status, generation);
     write_status(ctx, docker_machine, &status).await?;
@@ -314,8 +333,10 @@ async fn run_steps(
     let wanted_id = provider_id(&name);
     if decide::infrastructure_ready(running, cgroups_ready, images_ready) {
         if work.original.spec.provider_id != wanted_id {
-            apply_owned_fields(ctx, work.original, &wanted_id, weight.as_deref()).await?;
+            let generation =
+                apply_owned_fields(ctx, work.original, &wanted_id, weight.as_deref()).await?;
             work.working.spec.provider_id.clone_from(&wanted_id);
+            work.wrote_spec(generation);
             tracing::info!(provider_id = %wanted_id, "Machine infrastructure provisioned");
         }
         work.working

@@ -23,7 +23,7 @@ pub async fn wait_for_node(
     container: String,
     progress: Progress,
 ) -> TaskResult {
-    progress.report("Waiting for the node's init to reach the multi-user target");
+    // The task started as "Waiting for the node to boot", which is what this first part does.
     wait_for_multi_user(runtime.as_ref(), &container, BOOT_TIMEOUT)
         .await
         .map_err(|e| TaskFailure::retryable(error_chain(&e)))?;
