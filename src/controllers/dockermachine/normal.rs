@@ -458,14 +458,8 @@ async fn create_container(
     let env = Environment::read(ctx, family).await?;
     let spec = node_spec(cluster_name, name, machine, docker_machine, &image, &env);
     let info = create_node(ctx.runtime.as_ref(), &spec).await?;
+    // No Event of its own: the pass that created it publishes ContainerProvisioned when it runs.
     tracing::info!(container = name, image = %image.image, "Created the node container");
-    ctx.event(
-        docker_machine,
-        EventKind::Normal,
-        "ContainerCreated",
-        format!("Created node container {name} from image {}", image.image),
-    )
-    .await;
     Ok(is_running(&info).then_some(info))
 }
 
