@@ -17,6 +17,8 @@ pub mod steps;
 #[cfg(test)]
 mod bootstrap_tests;
 #[cfg(test)]
+mod normal_tests;
+#[cfg(test)]
 mod restart_tests;
 #[cfg(test)]
 mod status_tests;
