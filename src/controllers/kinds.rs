@@ -195,15 +195,15 @@ async fn apply_fields<K>(
     namespace: &str,
     name: &str,
     fields: Map<String, Value>,
-) -> Result<()>
+) -> Result<Option<i64>>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
         + DeserializeOwned
         + Debug,
 {
-    apply_object(&ctx.api::<K>(namespace), name, body_with::<K>(fields)).await?;
-    Ok(())
+    let applied = apply_object(&ctx.api::<K>(namespace), name, body_with::<K>(fields)).await?;
+    Ok(applied.meta().generation)
 }
 
 impl ClusterView {
@@ -233,9 +233,10 @@ impl ClusterView {
         let (namespace, name) = (self.namespace(), self.name());
         let fields = Map::from_iter([("spec".to_string(), spec)]);
         match self.served {
-            Served::Docker => apply_fields::<DockerCluster>(ctx, &namespace, &name, fields).await,
-            Served::Dev => apply_fields::<DevCluster>(ctx, &namespace, &name, fields).await,
-        }
+            Served::Docker => apply_fields::<DockerCluster>(ctx, &namespace, &name, fields).await?,
+            Served::Dev => apply_fields::<DevCluster>(ctx, &namespace, &name, fields).await?,
+        };
+        Ok(())
     }
 }
 
@@ -264,11 +265,16 @@ impl MachineView {
     }
 
     /// Applies the owned parts of the main resource (`metadata` annotations, `spec.providerID`:
-    /// at the same place in both kinds), given as the fields of an apply body.
+    /// at the same place in both kinds), given as the fields of an apply body; returns the
+    /// object's `metadata.generation` after the write.
     ///
     /// # Errors
     /// [`super::Error::Kube`] when the API server refuses.
-    pub async fn apply_owned(&self, ctx: &Context, fields: Map<String, Value>) -> Result<()> {
+    pub async fn apply_owned(
+        &self,
+        ctx: &Context,
+        fields: Map<String, Value>,
+    ) -> Result<Option<i64>> {
         let (namespace, name) = (self.namespace(), self.name());
         match self.served {
             Served::Docker => apply_fields::<DockerMachine>(ctx, &namespace, &name, fields).await,

@@ -25,7 +25,8 @@ use super::template::{self, CapacityTemplate};
 use super::watches::{
     ChangeFilter, cluster_fingerprint_for_docker_cluster, cluster_fingerprint_for_docker_machines,
     cluster_to_infra_cluster, docker_cluster_cluster, docker_cluster_fingerprint,
-    infra_machines_of_cluster, log_invalid, machine_fingerprint, machine_to_infra_machine,
+    infra_machine_fingerprint, infra_machines_of_cluster, log_invalid, machine_fingerprint,
+    machine_to_infra_machine,
 };
 use super::workload::WorkloadClients;
 use super::{dockercluster, dockermachine, dockermachinepool};
@@ -573,10 +574,19 @@ where
         queue.clone(),
     );
     let triggers = triggers.map(move |object| queue_tasks.requested(object));
-    let events = events.map(move |object| {
-        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
-        object
-    });
+    // The controller's own writes come back as watch events that change nothing it acts on
+    // (what they follow from, a task's progress, triggers on its own).
+    let own_filter = ChangeFilter::default();
+    let events = events
+        .filter(move |object| {
+            let uid = object.meta().uid.clone().unwrap_or_default();
+            let fingerprint = infra_machine_fingerprint(object.as_ref());
+            futures::future::ready(own_filter.changed(&uid, &fingerprint))
+        })
+        .map(move |object| {
+            queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+            object
+        });
     let controller = Controller::for_shared_stream(events, store)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .watches_shared_stream(

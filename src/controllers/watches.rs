@@ -14,7 +14,7 @@ use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, owner, owner_cluster, refers_to};
 use crate::api::capi::{Cluster, Machine, MachinePool};
 use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachinePool};
-use crate::api::{GROUP, PAUSED_ANNOTATION};
+use crate::api::{GROUP, PAUSED_ANNOTATION, WEIGHT_ANNOTATION};
 
 /// Remembers a fingerprint per object and says whether it changed: a predicate for shared
 /// watch streams (which carry every update).
@@ -62,6 +62,37 @@ pub fn cluster_fingerprint_for_docker_machines(cluster: &Cluster) -> impl Serial
         cluster.spec.control_plane_ref.is_some(),
         cluster.spec.cluster_network.clone(),
     )
+}
+
+/// What of a DockerMachine (or DevMachine) its controller acts on: all of it but what the
+/// controller writes itself (the status, `spec.providerID` and the load balancer weight
+/// annotation) and what every write changes (`resourceVersion`, `managedFields`, and
+/// `generation`: the spec itself is compared). Its own writes then do not wake it again; the
+/// finalizer it adds does, as the finalizer helper expects.
+pub fn infra_machine_fingerprint(object: &impl Serialize) -> serde_json::Value {
+    use serde_json::Value;
+    let mut value = serde_json::to_value(object).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        fields.remove("status");
+        if let Some(spec) = fields.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("providerID");
+        }
+        if let Some(metadata) = fields.get_mut("metadata").and_then(Value::as_object_mut) {
+            for bookkeeping in ["resourceVersion", "managedFields", "generation"] {
+                metadata.remove(bookkeeping);
+            }
+            if let Some(annotations) = metadata
+                .get_mut("annotations")
+                .and_then(Value::as_object_mut)
+            {
+                annotations.remove(WEIGHT_ANNOTATION);
+                if annotations.is_empty() {
+                    metadata.remove("annotations");
+                }
+            }
+        }
+    }
+    value
 }
 
 /// What of a Machine matters to its DockerMachine.
@@ -307,5 +338,44 @@ mod tests {
         assert!(filter.changed("u", &cluster_fingerprint_for_docker_machines(&provisioned)));
         let paused = provisioned.paused();
         assert!(filter.changed("u", &cluster_fingerprint_for_docker_machines(&paused)));
+    }
+
+    #[test]
+    fn a_machines_own_writes_do_not_pass_its_filter_but_other_changes_do() {
+        let machine = |patch: serde_json::Value| -> DockerMachine {
+            let mut object = serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": "DockerMachine",
+                "metadata": {"name": "m1", "namespace": "default", "uid": "u",
+                             "resourceVersion": "1", "generation": 1},
+                "spec": {"customImage": "node:1"}
+            });
+            json_patch::merge(&mut object, &patch);
+            serde_json::from_value(object).unwrap()
+        };
+        let filter = ChangeFilter::default();
+        let changed = |patch| filter.changed("u", &infra_machine_fingerprint(&machine(patch)));
+        assert!(changed(serde_json::json!({})));
+        // The status, providerID and weight annotation it writes, with their new versions.
+        assert!(!changed(serde_json::json!({
+            "metadata": {"resourceVersion": "2"},
+            "status": {"initialization": {"provisioned": true}}
+        })));
+        assert!(!changed(serde_json::json!({
+            "metadata": {"resourceVersion": "3", "generation": 2,
+                         "annotations": {(WEIGHT_ANNOTATION): "100"}},
+            "spec": {"providerID": "docker:////c1-m1"}
+        })));
+        // The finalizer, the user's spec and deletion do.
+        assert!(changed(
+            serde_json::json!({"metadata": {"finalizers": ["f"]}})
+        ));
+        assert!(changed(
+            serde_json::json!({"metadata": {"finalizers": ["f"]}, "spec": {"customImage": "node:2"}})
+        ));
+        assert!(changed(serde_json::json!({
+            "metadata": {"finalizers": ["f"], "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"customImage": "node:2"}
+        })));
     }
 }

@@ -12,7 +12,7 @@ use crate::controllers::kinds::MachineView;
 use crate::controllers::loadbalancer::sync_backends;
 use crate::docker::loadbalancer::find_load_balancer;
 use crate::docker::node::{
-    NodeRole, ROLE_LABEL, delete_node, find_container, machine_container_name,
+    NodeRole, ROLE_LABEL, delete_node, inspect_node, machine_container_name,
 };
 
 /// Deletes the machine's infrastructure.
@@ -42,16 +42,13 @@ pub async fn reconcile(
         None => machine_container_name(cluster_name, &docker_machine.name_any()),
     };
     let runtime = ctx.runtime.as_ref();
-    let Some(found) = find_container(runtime, cluster_name, &name).await? else {
+    let Some(found) = inspect_node(runtime, cluster_name, &name).await? else {
         return Ok(());
     };
     let control_plane =
         found.labels.get(ROLE_LABEL).map(String::as_str) == Some(NodeRole::ControlPlane.as_str());
     delete_node(runtime, &name).await?;
-    if find_container(runtime, cluster_name, &name)
-        .await?
-        .is_some()
-    {
+    if inspect_node(runtime, cluster_name, &name).await?.is_some() {
         return Err(Error::NotFinished {
             what: format!("container {name} to be removed"),
         });

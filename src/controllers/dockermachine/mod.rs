@@ -17,6 +17,8 @@ pub mod steps;
 #[cfg(test)]
 mod bootstrap_tests;
 #[cfg(test)]
+mod normal_tests;
+#[cfg(test)]
 mod restart_tests;
 #[cfg(test)]
 mod status_tests;
@@ -243,13 +245,14 @@ pub fn transition_events(
 }
 
 /// Applies what this controller owns on the main resource: `spec.providerID` and the load
-/// balancer weight annotation (always together, see [`super::apply`]).
+/// balancer weight annotation (always together, see [`super::apply`]); returns the object's
+/// `metadata.generation` after the write.
 pub(crate) async fn apply_owned_fields(
     ctx: &Context,
     docker_machine: &MachineView,
     provider_id: &str,
     weight: Option<&str>,
-) -> Result<()> {
+) -> Result<Option<i64>> {
     let mut fields = Map::new();
     if let Some(weight) = weight {
         fields.insert(

@@ -28,9 +28,11 @@ use crate::controllers::error::{Result, is_not_found};
 use crate::controllers::kinds::{MachineRef, MachineView};
 use crate::controllers::loadbalancer::{DRAINED_WEIGHT, SERVING_WEIGHT, ip_family, sync_backends};
 use crate::controllers::tasks::TaskKind;
+use crate::docker::ContainerInfo;
 use crate::docker::kind::Mapping;
 use crate::docker::node::{
-    FAILURE_DOMAIN_LABEL, IpFamily, create_node, find_container, node_addresses, provider_id,
+    FAILURE_DOMAIN_LABEL, IpFamily, addresses_on_network, create_node, inspect_node, is_running,
+    provider_id,
 };
 use crate::manager::error_chain;
 
@@ -53,6 +55,25 @@ impl Work<'_> {
     fn clear(&mut self, type_: &str) {
         if let Some(status) = self.working.status.as_mut() {
             remove_condition(&mut status.conditions, type_);
+        }
+    }
+
+    /// Takes the generation our own spec write produced. When it is the next one (nobody else
+    /// changed the spec meanwhile), what this pass observed holds for it as well: the
+    /// conditions made against the old generation carry the new one, and the status is
+    /// written once instead of once more by the next pass.
+    fn wrote_spec(&mut self, generation: Option<i64>) {
+        let before = self.working.metadata.generation;
+        if generation.is_none() || generation != before.map(|g| g + 1) {
+            return;
+        }
+        self.working.metadata.generation = generation;
+        if let Some(status) = self.working.status.as_mut() {
+            for condition in &mut status.conditions {
+                if condition.observed_generation == before {
+                    condition.observed_generation = generation;
+                }
+            }
         }
     }
 
@@ -117,7 +138,7 @@ pub async fn reconcile(
         requeue: None,
     };
     let result = run_steps(&mut work, machine, cluster, docker_cluster, cluster_name).await;
-    let generation = docker_machine.metadata.generation;
+    let generation = work.working.metadata.generation;
     let mut status = work.working.status.clone().unwrap_or_default();
     status::summarize(&mut status, generation);
     write_status(ctx, docker_machine, &status).await?;
@@ -144,19 +165,20 @@ async fn run_steps(
     let name = container_name(cluster_name, machine, work.original);
     let family = ip_family(Some(cluster))?;
 
-    // 1. The container.
-    let found = find_container(ctx.runtime.as_ref(), cluster_name, &name).await?;
+    // 1. The container: one inspect says whether it exists and runs, and where it is.
+    let found = inspect_node(ctx.runtime.as_ref(), cluster_name, &name).await?;
     let observed = match &found {
         None => Observed::Absent,
-        Some(c) if c.running => Observed::Running,
+        Some(c) if is_running(c) => Observed::Running,
         Some(_) => Observed::Stopped,
     };
-    let mut running = false;
+    // The running container as last inspected (after a create or start, that inspect's answer).
+    let mut running: Option<ContainerInfo> = None;
     // Set when a stopped container was started again: what ran of the cluster then (a restarted
     // control plane may have another address for the load balancer).
     let mut restarted: Option<ClusterRunning> = None;
     match decide::container_step(&work.working, machine, cluster, observed) {
-        ContainerStep::Running => running = true,
+        ContainerStep::Running => running.clone_from(&found),
         ContainerStep::Lost => {
             work.set(decide::not_provisioned(
                 format!("Container {name} is not running anymore"),
@@ -185,7 +207,7 @@ async fn run_steps(
                 }
                 let started = restart::start_node(ctx, work.original, &name).await;
                 running = record_container(work, &name, ("Starting", "start"), started)?;
-                restarted = running.then_some(cluster_running);
+                restarted = running.is_some().then_some(cluster_running);
             }
         }
         ContainerStep::Create => {
@@ -195,13 +217,13 @@ async fn run_steps(
             running = record_container(work, &name, ("Creating", "create"), created)?;
         }
     }
-    if running {
+    if let Some(info) = &running {
         let note = restarted
             .is_some()
             .then(|| format!("Container {name} was stopped; started it again"));
         let provisioned = decide::provisioned(&work.working, note);
         work.set(provisioned);
-        let addresses = node_addresses(ctx.runtime.as_ref(), &name, ctx.network(), family).await?;
+        let addresses = addresses_on_network(info, ctx.network(), family)?;
         let status = work.working.status.get_or_insert_with(Default::default);
         status.addresses = api_addresses(addresses);
         // A pool machine's failure domain is the one its pool chose for the container.
@@ -211,6 +233,8 @@ async fn run_steps(
                 .and_then(|c| c.labels.get(FAILURE_DOMAIN_LABEL).cloned())
         });
     }
+
+    let running = running.is_some();
 
     // 2. The load balancer (control planes). A restarted control plane is put back at the
     // address it has now.
@@ -309,8 +333,10 @@ async fn run_steps(
     let wanted_id = provider_id(&name);
     if decide::infrastructure_ready(running, cgroups_ready, images_ready) {
         if work.original.spec.provider_id != wanted_id {
-            apply_owned_fields(ctx, work.original, &wanted_id, weight.as_deref()).await?;
+            let generation =
+                apply_owned_fields(ctx, work.original, &wanted_id, weight.as_deref()).await?;
             work.working.spec.provider_id.clone_from(&wanted_id);
+            work.wrote_spec(generation);
             tracing::info!(provider_id = %wanted_id, "Machine infrastructure provisioned");
         }
         work.working
@@ -370,22 +396,22 @@ async fn run_steps(
 }
 
 /// Records how creating or starting the container went (`verb`: the `-ing` and plain forms);
-/// returns whether it runs.
+/// returns the container when it runs.
 fn record_container(
     work: &mut Work<'_>,
     name: &str,
     verb: (&str, &str),
-    outcome: Result<bool>,
-) -> Result<bool> {
+    outcome: Result<Option<ContainerInfo>>,
+) -> Result<Option<ContainerInfo>> {
     let generation = work.original.metadata.generation;
     match outcome {
-        Ok(true) => Ok(true),
-        Ok(false) => {
+        Ok(Some(info)) => Ok(Some(info)),
+        Ok(None) => {
             work.set(decide::not_provisioned(
                 format!("{} container {name}", verb.0),
                 generation,
             ));
-            Ok(false)
+            Ok(None)
         }
         Err(error) => {
             work.set(decide::not_provisioned(
@@ -419,7 +445,7 @@ fn annotation(docker_machine: &crate::api::v1beta2::DockerMachine, key: &str) ->
         .cloned()
 }
 
-/// Creates the node container; returns whether it runs.
+/// Creates the node container; returns it as inspected when it runs.
 async fn create_container(
     ctx: &Context,
     docker_machine: &MachineView,
@@ -427,20 +453,14 @@ async fn create_container(
     cluster_name: &str,
     name: &str,
     family: IpFamily,
-) -> Result<bool> {
+) -> Result<Option<ContainerInfo>> {
     let image = node_image(machine, docker_machine)?;
     let env = Environment::read(ctx, family).await?;
     let spec = node_spec(cluster_name, name, machine, docker_machine, &image, &env);
     let info = create_node(ctx.runtime.as_ref(), &spec).await?;
+    // No Event of its own: the pass that created it publishes ContainerProvisioned when it runs.
     tracing::info!(container = name, image = %image.image, "Created the node container");
-    ctx.event(
-        docker_machine,
-        EventKind::Normal,
-        "ContainerCreated",
-        format!("Created node container {name} from image {}", image.image),
-    )
-    .await;
-    Ok(info.running)
+    Ok(is_running(&info).then_some(info))
 }
 
 /// Reads and translates the bootstrap data; failures become the message of a retryable task

@@ -20,7 +20,9 @@ use crate::controllers::error::{Error, Result};
 use crate::controllers::kinds::MachineView;
 use crate::controllers::loadbalancer::control_plane_containers;
 use crate::controllers::tasks::TaskState;
+use crate::docker::ContainerInfo;
 use crate::docker::loadbalancer::find_load_balancer;
+use crate::docker::node::is_running;
 
 /// Pause before a stopped container that waits for its load balancer or a control plane is
 /// looked at again.
@@ -134,11 +136,16 @@ pub async fn cluster_running(ctx: &Context, cluster_name: &str) -> Result<Cluste
     })
 }
 
-/// Starts the stopped node container again and publishes an Event; returns whether it runs.
+/// Starts the stopped node container again and publishes an Event; returns it as inspected
+/// when it runs.
 ///
 /// # Errors
 /// [`Error`] when the engine refuses to start or inspect it.
-pub async fn start_node(ctx: &Context, docker_machine: &MachineView, name: &str) -> Result<bool> {
+pub async fn start_node(
+    ctx: &Context,
+    docker_machine: &MachineView,
+    name: &str,
+) -> Result<Option<ContainerInfo>> {
     ctx.runtime
         .start_container(name)
         .await
@@ -148,8 +155,8 @@ pub async fn start_node(ctx: &Context, docker_machine: &MachineView, name: &str)
         .inspect_container(name)
         .await
         .map_err(Error::runtime(format!("inspect container {name}")))?
-        .is_some_and(|c| c.running);
-    if running {
+        .filter(is_running);
+    if running.is_some() {
         tracing::info!(container = name, "Started the stopped node container again");
         ctx.event(
             docker_machine,

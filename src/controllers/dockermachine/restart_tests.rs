@@ -191,6 +191,7 @@ async fn a_stopped_node_is_started_again_keeping_its_container_and_address() {
         start_node(&ctx, &View::docker(dm.clone()), "c1-cp1")
             .await
             .unwrap()
+            .is_some()
     );
     let after = fake
         .containers()
@@ -207,7 +208,8 @@ async fn a_stopped_node_is_started_again_keeping_its_container_and_address() {
     assert!(
         start_node(&ctx, &View::docker(dm.clone()), "c1-cp1")
             .await
-            .unwrap(),
+            .unwrap()
+            .is_some(),
         "starting a running container succeeds"
     );
     let err = start_node(&ctx, &View::docker(dm.clone()), "c1-gone")

@@ -23,11 +23,11 @@ pub async fn wait_for_node(
     container: String,
     progress: Progress,
 ) -> TaskResult {
-    progress.report("Waiting for the node's init to reach the multi-user target");
+    // The task started as "Waiting for the node to boot", which is what this does until the
+    // runtime answers; it says it waits for the runtime only when that does not answer at once.
     wait_for_multi_user(runtime.as_ref(), &container, BOOT_TIMEOUT)
         .await
         .map_err(|e| TaskFailure::retryable(error_chain(&e)))?;
-    progress.report("Waiting for the container runtime in the node");
     let request = ExecRequest::new(["crictl", "ps"]).timeout(Duration::from_secs(10));
     let started = Instant::now();
     loop {
@@ -44,6 +44,7 @@ pub async fn wait_for_node(
                 "The container runtime in the node does not answer: {last}"
             )));
         }
+        progress.report("Waiting for the container runtime in the node");
         tokio::time::sleep(CRI_POLL).await;
     }
 }

@@ -19,8 +19,9 @@ pub use addresses::{
     machine_addresses, primary_ip,
 };
 pub use ops::{
-    MULTI_USER_PATTERN, NodeError, create_node, delete_node, exec_checked, find_container,
-    is_multi_user_line, node_addresses, preload_image, wait_for_log_line, wait_for_multi_user,
+    MULTI_USER_PATTERN, NodeError, addresses_on_network, create_node, delete_node, exec_checked,
+    find_container, inspect_node, is_multi_user_line, is_running, node_addresses, preload_image,
+    wait_for_log_line, wait_for_multi_user,
 };
 pub use proxy::{ProxyEnv, no_proxy_list};
 

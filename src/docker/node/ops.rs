@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::addresses::{IpFamily, MachineAddress, endpoint_on_network, machine_addresses};
-use super::{NodeSpec, cluster_selector};
+use super::{CLUSTER_LABEL, NodeSpec, cluster_selector};
 use crate::docker::runtime::{ContainerRuntime, RuntimeError, ensure_image};
 use crate::docker::types::{ContainerInfo, ContainerSummary, ExecOutput, ExecRequest};
 
@@ -196,6 +196,31 @@ pub async fn find_container(
     }
 }
 
+/// The container `name` of `cluster` (running or not) as one inspect reports it, addresses
+/// included, or `None` when there is no such container or it belongs to another cluster.
+///
+/// # Errors
+/// [`NodeError::Runtime`] when the engine cannot inspect it.
+pub async fn inspect_node(
+    runtime: &dyn ContainerRuntime,
+    cluster: &str,
+    name: &str,
+) -> Result<Option<ContainerInfo>, NodeError> {
+    let info = runtime
+        .inspect_container(name)
+        .await
+        .map_err(runtime_err("inspect", name))?;
+    Ok(info.filter(|c| {
+        c.name == name && c.labels.get(CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+    }))
+}
+
+/// Whether an inspected container runs, in the sense of a listing's state word (a paused
+/// container does not).
+pub fn is_running(info: &ContainerInfo) -> bool {
+    info.running && info.status == "running"
+}
+
 /// The machine addresses of container `name`, read from `network` only.
 ///
 /// # Errors
@@ -213,11 +238,23 @@ pub async fn node_addresses(
         .ok_or_else(|| NodeError::NotFound {
             container: name.to_string(),
         })?;
-    let endpoint = endpoint_on_network(&info, network).ok_or_else(|| NodeError::NotOnNetwork {
-        container: name.to_string(),
+    addresses_on_network(&info, network, family)
+}
+
+/// The machine addresses of an inspected container, read from `network` only.
+///
+/// # Errors
+/// [`NodeError`] when the container is not on the network or lacks an address.
+pub fn addresses_on_network(
+    info: &ContainerInfo,
+    network: &str,
+    family: IpFamily,
+) -> Result<Vec<MachineAddress>, NodeError> {
+    let endpoint = endpoint_on_network(info, network).ok_or_else(|| NodeError::NotOnNetwork {
+        container: info.name.clone(),
         network: network.to_string(),
     })?;
-    machine_addresses(name, &endpoint, family)
+    machine_addresses(&info.name, &endpoint, family)
 }
 
 /// Removes a node container by force with its anonymous volumes; succeeds when already gone.

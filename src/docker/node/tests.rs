@@ -309,6 +309,28 @@ async fn create_node_never_pulls_a_present_image() {
             .unwrap()
             .is_none()
     );
+    // One inspect answers the same, with the addresses in it.
+    let found = inspect_node(&fake, "c1", "c1-cp-abc")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(is_running(&found));
+    assert_eq!(
+        addresses_on_network(&found, "kind", IpFamily::V4).unwrap(),
+        addresses
+    );
+    assert!(
+        inspect_node(&fake, "c2", "c1-cp-abc")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        inspect_node(&fake, "c1", "c1-absent")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test]
