@@ -43,7 +43,8 @@ rootless_host=$(bash hack/podman.sh rootless "$podman_dir")
 (
   export "$podman_host"
   cargo test --test docker_network --test docker_node --test docker_loadbalancer \
-    --test docker_outage --test gardener_docker --test controllers_lifecycle
+    --test docker_outage --test docker_tls --test gardener_docker --test controllers_lifecycle \
+    --test controllers_stopped
   CAPD_TEST_ROOTLESS_DOCKER_HOST=${rootless_host#DOCKER_HOST=} \
     cargo test --test controllers_gates -- rootless
   cargo test -p capd-e2e --test scenarios

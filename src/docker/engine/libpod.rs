@@ -49,9 +49,9 @@ struct Security {
     rootless: bool,
 }
 
-/// Reads the libpod info of the Podman service at `host` (`unix://` or `tcp://`/`http://`);
-/// `None` for an address this reader cannot reach (TLS), where only the compatible API's facts
-/// are known.
+/// Reads the libpod info of the Podman service at `host` (`unix://`, or `tcp://`/`http://`
+/// without TLS: the caller does not ask for a TLS address); `None` for another scheme, where only
+/// the compatible API's facts are known.
 ///
 /// # Errors
 /// [`RuntimeError::Connect`] when the service does not answer within `timeout` or answers

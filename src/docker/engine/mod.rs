@@ -192,9 +192,11 @@ impl DockerEngine {
             })?
             .map_err(connect_err)?;
         let engine = convert::engine(&version);
-        let podman_host = match engine.kind {
-            EngineKind::Podman => libpod::host(host, REQUEST_TIMEOUT).await?,
-            EngineKind::Docker => None,
+        // Over TLS only the compatible API's facts are known: the libpod reader speaks plain
+        // HTTP, so a rootless Podman behind TLS is not recognised as rootless.
+        let podman_host = match (engine.kind, &address.tls) {
+            (EngineKind::Podman, None) => libpod::host(host, REQUEST_TIMEOUT).await?,
+            _ => None,
         };
         Ok(Self {
             docker,
