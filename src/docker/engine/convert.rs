@@ -48,6 +48,18 @@ pub(super) fn map_err(
     }
 }
 
+/// Whether `error` is an answer that could not be read because it holds one of Podman's own
+/// passing container states (see `DockerEngine::read_states`).
+pub(super) fn is_passing_podman_state(error: &RuntimeError) -> bool {
+    let RuntimeError::Transport { source, .. } = error else {
+        return false;
+    };
+    let text = source.to_string();
+    ["unknown variant `stopped`", "unknown variant `configured`"]
+        .iter()
+        .any(|state| text.contains(state))
+}
+
 /// The error of a request the engine did not answer within `timeout`.
 pub(super) fn unanswered(action: String, timeout: Duration) -> RuntimeError {
     RuntimeError::Unreachable {
@@ -451,6 +463,30 @@ mod tests {
             .join("src/docker/testdata")
             .join(file);
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn podmans_passing_states_are_recognised_in_an_unreadable_answer() {
+        let read = |json: &str| {
+            let source = serde_json::from_str::<Vec<BollardSummary>>(json).unwrap_err();
+            map_err(
+                "list containers",
+                Duration::from_secs(1),
+                BollardError::JsonSerdeError { err: source },
+            )
+        };
+        assert!(is_passing_podman_state(&read(
+            r#"[{"Id":"a","State":"stopped"}]"#
+        )));
+        assert!(is_passing_podman_state(&read(
+            r#"[{"Id":"a","State":"configured"}]"#
+        )));
+        assert!(!is_passing_podman_state(&read(r#"[{"Id":1}]"#)));
+        assert!(!is_passing_podman_state(&RuntimeError::from_status(
+            "list containers",
+            500,
+            "unknown variant `stopped`"
+        )));
     }
 
     #[test]

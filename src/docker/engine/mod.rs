@@ -264,6 +264,34 @@ impl DockerEngine {
         }
     }
 
+    /// Runs a request that reads container states: [`Self::call`], asked again while the engine
+    /// reports a state Docker's API does not have. Podman names two passing states of its own,
+    /// `stopped` (exited, not yet cleaned up) and `configured` (being created), which no Docker
+    /// client can read; each lasts a few milliseconds.
+    async fn read_states<T, F, Fut>(
+        &self,
+        action: impl Into<String>,
+        request: F,
+    ) -> Result<T, RuntimeError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, bollard::errors::Error>>,
+    {
+        const ATTEMPTS: u32 = 20;
+        const PAUSE: Duration = Duration::from_millis(50);
+        let action = action.into();
+        let mut attempt = 1;
+        loop {
+            match self.call(action.clone(), request()).await {
+                Err(e) if attempt < ATTEMPTS && convert::is_passing_podman_state(&e) => {
+                    attempt += 1;
+                    tokio::time::sleep(PAUSE).await;
+                }
+                answer => return answer,
+            }
+        }
+    }
+
     fn label_filters(labels: &Labels) -> std::collections::HashMap<String, Vec<String>> {
         let values: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         if values.is_empty() {
@@ -415,10 +443,11 @@ impl ContainerRuntime for DockerEngine {
     }
 
     async fn inspect_container(&self, name: &str) -> Result<Option<ContainerInfo>, RuntimeError> {
-        let inspected = self.docker.inspect_container(name, None);
         let found = absent_as_none(
-            self.call(format!("inspect container {name}"), inspected)
-                .await,
+            self.read_states(format!("inspect container {name}"), || {
+                self.docker.inspect_container(name, None)
+            })
+            .await,
         )?;
         Ok(found.map(convert::container_info))
     }
@@ -432,10 +461,9 @@ impl ContainerRuntime for DockerEngine {
             .filters(&Self::label_filters(labels))
             .build();
         let list = self
-            .call(
-                "list containers",
-                self.docker.list_containers(Some(options)),
-            )
+            .read_states("list containers", || {
+                self.docker.list_containers(Some(options.clone()))
+            })
             .await?;
         Ok(list.into_iter().map(convert::container_summary).collect())
     }
