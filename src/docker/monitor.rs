@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::runtime::{ContainerRuntime, RuntimeError};
+use super::runtime::{ContainerRuntime, LineMatch, RuntimeError};
 use super::types::{
     ContainerInfo, ContainerSpec, ContainerSummary, Engine, ExecOutput, ExecRequest, HostInfo,
     Labels, NetworkInfo, NetworkSpec,
@@ -264,6 +264,16 @@ impl ContainerRuntime for MonitoredRuntime {
 
     async fn container_logs(&self, name: &str) -> Result<String, RuntimeError> {
         self.observe(self.inner.container_logs(name)).await
+    }
+
+    async fn follow_logs(
+        &self,
+        name: &str,
+        matches: &LineMatch,
+        timeout: Duration,
+    ) -> Result<bool, RuntimeError> {
+        self.observe(self.inner.follow_logs(name, matches, timeout))
+            .await
     }
 
     async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
