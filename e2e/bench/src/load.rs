@@ -7,8 +7,11 @@ use anyhow::{Context, Result, anyhow};
 
 use crate::stats::Row;
 
-/// A 1-minute load average above this share of the cores, at the start or the end of a
-/// repetition, marks the machine busy.
+/// A 1-minute load average above this share of the cores at the start of a repetition marks the
+/// machine busy. The load at the end is printed, not judged: it holds the repetition's own work
+/// (N containers booting), which on a small machine lifts it above any useful limit. The 1-minute
+/// average lags, so a repetition right after a large one can start above the limit by that one's
+/// work: the verdict is a warning to read, not a proof.
 const BUSY_LOAD_PER_CORE: f64 = 0.5;
 
 /// CPU steal above this share of the CPU time during a repetition marks the machine busy.
@@ -71,9 +74,6 @@ fn busy(start: &Sample, end: &Sample, cores: usize) -> Option<String> {
     let mut why = Vec::new();
     if start.load > limit {
         why.push(format!("load {:.2} at the start", start.load));
-    }
-    if end.load > limit {
-        why.push(format!("load {:.2} at the end", end.load));
     }
     let steal = steal_share(start, end);
     if steal > BUSY_STEAL {
@@ -139,7 +139,8 @@ impl Guard {
             )
         };
         Row::single("load average (1 min)", "load", &self.loads).note(format!(
-            "at the start and end of every repetition; CPU steal at most {:.1}%; {verdict}",
+            "at the start and end of every repetition (busy: above {:.1} at the start); CPU steal at most {:.1}%; {verdict}",
+            self.cores as f64 * BUSY_LOAD_PER_CORE,
             self.steal_max * 100.0
         ))
     }
@@ -179,17 +180,18 @@ mod tests {
     }
 
     #[test]
-    fn load_at_either_end_or_steal_makes_the_machine_busy() {
+    fn load_at_the_start_or_steal_makes_the_machine_busy() {
         let quiet = sample(0.2, 0, 1000);
         assert_eq!(
             busy(&sample(1.5, 0, 1000), &sample(0.2, 0, 2000), 2).as_deref(),
             Some("load 1.50 at the start")
         );
+        assert_eq!(busy(&sample(1.5, 0, 1000), &quiet, 8), None, "8 cores");
         assert_eq!(
-            busy(&quiet, &sample(3.0, 0, 2000), 2).as_deref(),
-            Some("load 3.00 at the end")
+            busy(&quiet, &sample(6.0, 0, 2000), 2),
+            None,
+            "the load at the end holds the repetition's own work"
         );
-        assert_eq!(busy(&quiet, &sample(3.0, 0, 2000), 8), None, "8 cores");
         assert_eq!(
             busy(&quiet, &sample(0.2, 100, 2000), 2).as_deref(),
             Some("CPU steal 10.0%")
