@@ -1,8 +1,9 @@
 //! [`MonitoredRuntime`]: a [`ContainerRuntime`] that notices when the engine stops answering and
 //! when it answers again, without polling an engine that works.
 //!
-//! Every call goes to the inner runtime, unchanged. A call that fails because the engine could
-//! not be reached ([`RuntimeError::Unreachable`]), or that has had no answer for
+//! Every call goes to the inner runtime, unchanged (but for the host facts, below). A call that
+//! fails because the engine could not be reached ([`RuntimeError::Unreachable`]), or that has had
+//! no answer for
 //! [`Timings::slow_call`], wakes the [`EngineWatcher`], which pings the engine: a ping without an
 //! answer within [`Timings::ping_timeout`] is an outage, reported once ([`EngineReport::Down`]).
 //! The watcher then pings every [`Timings::retry_interval`] (and at once when a call gets an
