@@ -25,8 +25,9 @@ pub const STATE_DIR: &str = "/run/cluster-api/capd-bootstrap";
 
 /// Writes standard input to the private file `$1`, creating its directory, and checks that all
 /// `$2` bytes arrived: an exec whose connection to the engine was cut gives the command an early
-/// end of input, and a truncated script must never be launched. A short file is removed.
-const STAGE_SCRIPT: &str = r#"{ mkdir -p "$(dirname "$1")" && umask 077 && cat > "$1" && [ "$(wc -c < "$1")" -eq "$2" ]; } || { rm -f "$1"; echo "the script arrived incomplete" >&2; exit 1; }"#;
+/// end of input, and a truncated script must never be launched. A short file is removed. The
+/// private `umask` stays in a subshell: the runner and its commands keep the node's own.
+const STAGE_SCRIPT: &str = r#"( mkdir -p "$(dirname "$1")" && umask 077 && cat > "$1" && [ "$(wc -c < "$1")" -eq "$2" ] ) || { rm -f "$1"; echo "the script arrived incomplete" >&2; exit 1; }"#;
 
 /// A unique path for staging the script of one launch attempt.
 pub fn staging_path(attempt: &str) -> String {
@@ -160,30 +161,32 @@ attempt() {{
     Ok(out)
 }
 
-/// Writes the script to `path` (a private temporary file next to [`STATE_DIR`]).
-pub fn stage_request(path: &str, script: &str) -> ExecRequest {
-    let length = script.len().to_string();
-    ExecRequest::new(["/bin/sh", "-c", STAGE_SCRIPT, "sh", path, length.as_str()])
-        .stdin_bytes(script.as_bytes().to_vec())
-        .timeout(COMMAND_TIMEOUT)
-}
-
-/// Takes the lock ([`STATE_DIR`]) and starts the staged script detached; prints `launched`, or
-/// `already-launched` (and removes the staged file) when another launch got there first.
+/// Stages and starts the runner in one command: writes `script` (from standard input) to the
+/// private file `staged` next to [`STATE_DIR`] and checks it arrived whole, then takes the lock
+/// ([`STATE_DIR`]) and starts it detached; prints `launched`, or `already-launched` (and removes
+/// the staged file) when another launch got there first. A script cut short is never launched.
 ///
 /// The engine signals the process of an exec whose client went away (a manager killed, a
 /// connection to the engine cut): the launch runs in a child process, which the signal does not
 /// reach, so it either did not begin (the node stays fresh) or completes. A launch stopped between
 /// the lock and the start of the runner would leave a node that is never bootstrapped.
-pub fn launch_request(staged: &str) -> ExecRequest {
+pub fn launch_request(staged: &str, script: &str) -> ExecRequest {
+    let length = script.len().to_string();
+    let shell = stage_and_launch_script(STATE_DIR);
     ExecRequest::new([
         "/bin/sh",
         "-c",
-        launch_script(STATE_DIR).as_str(),
+        shell.as_str(),
         "sh",
         staged,
+        length.as_str(),
     ])
+    .stdin_bytes(script.as_bytes().to_vec())
     .timeout(COMMAND_TIMEOUT)
+}
+
+fn stage_and_launch_script(state_dir: &str) -> String {
+    format!("{STAGE_SCRIPT}\n{}", launch_script(state_dir))
 }
 
 fn launch_script(state_dir: &str) -> String {

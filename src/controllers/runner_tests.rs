@@ -274,14 +274,20 @@ fn probe_output_is_parsed() {
     ));
 }
 
-/// Runs the staging command of `script` for `path` with `stdin` as its input; returns whether
-/// it succeeded.
-fn stage(path: &Path, script: &str, stdin: &[u8]) -> bool {
+/// Runs the stage-and-launch command with the state directory under `root`, the script staged
+/// at `root/staged.sh` and `stdin` as its input; returns whether it succeeded.
+fn stage_and_launch(root: &Path, script: &str, stdin: &[u8]) -> bool {
     use std::io::Write;
-    let request = stage_request(path.to_str().unwrap(), script);
-    let mut child = Process::new(&request.argv[0])
-        .args(&request.argv[1..])
+    let state = root.join("capd-bootstrap");
+    let staged = root.join("run/staged.sh");
+    let mut child = Process::new("/bin/sh")
+        .arg("-c")
+        .arg(stage_and_launch_script(state.to_str().unwrap()))
+        .arg("sh")
+        .arg(&staged)
+        .arg(script.len().to_string())
         .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -290,23 +296,55 @@ fn stage(path: &Path, script: &str, stdin: &[u8]) -> bool {
 }
 
 #[test]
-fn a_script_staged_whole_is_kept_and_one_cut_short_is_refused_and_removed() {
+fn a_script_staged_whole_is_launched_and_one_cut_short_is_refused_and_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("run/staged.sh");
-    let script = "#!/bin/sh\necho step 1\necho step 2\n";
-    assert!(stage(&path, script, script.as_bytes()));
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), script);
+    let state = dir.path().join("capd-bootstrap");
+    let made = dir.path().join("made-by-bootstrap");
+    let script = script_in(
+        state.to_str().unwrap(),
+        &[
+            command(&["touch", made.to_str().unwrap()], None, 0, "a file"),
+            command(&["sleep", "1"], None, 0, "a moment"),
+        ],
+    )
+    .unwrap();
+    // The connection to the engine was cut: the command's input ends early.
+    assert!(!stage_and_launch(
+        dir.path(),
+        &script,
+        &script.as_bytes()[..10]
+    ));
+    assert!(!stage_and_launch(dir.path(), &script, b""));
+    assert!(
+        !dir.path().join("run/staged.sh").exists(),
+        "a partial script is not left behind"
+    );
+    assert!(!state.exists(), "and nothing was launched");
+
+    assert!(stage_and_launch(dir.path(), &script, script.as_bytes()));
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
-        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        std::fs::metadata(state.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
         0o600,
         "the script holds secrets"
     );
-    std::fs::remove_file(&path).unwrap();
-    // The connection to the engine was cut: the command's input ends early.
-    assert!(!stage(&path, script, &script.as_bytes()[..10]));
-    assert!(!path.exists(), "a partial script is not left behind");
-    assert!(!stage(&path, script, b""));
+    assert_eq!(wait_finished(dir.path()).state, RunnerState::Succeeded);
+    assert!(
+        !dir.path().join("run/staged.sh").exists(),
+        "the staged script became the runner's"
+    );
+    let ours = dir.path().join("made-by-the-test");
+    std::fs::write(&ours, "").unwrap();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode(&made),
+        mode(&ours),
+        "bootstrap commands keep the node's umask, not the staged script's"
+    );
 }
 
 #[test]

@@ -9,10 +9,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::runtime::{ContainerRuntime, RuntimeError};
+use super::runtime::{ContainerRuntime, LineMatch, RuntimeError};
 use super::types::{
     ContainerInfo, ContainerSpec, ContainerSummary, Engine, ExecOutput, ExecRequest, HostInfo,
     Labels, NetworkInfo, NetworkSpec,
@@ -150,6 +151,16 @@ impl ContainerRuntime for CountingRuntime {
     async fn container_logs(&self, name: &str) -> Result<String, RuntimeError> {
         self.count("container_logs");
         self.inner.container_logs(name).await
+    }
+
+    async fn follow_logs(
+        &self,
+        name: &str,
+        matches: &LineMatch,
+        timeout: Duration,
+    ) -> Result<bool, RuntimeError> {
+        self.count("follow_logs");
+        self.inner.follow_logs(name, matches, timeout).await
     }
 
     async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {

@@ -1,14 +1,20 @@
 //! [`MonitoredRuntime`]: a [`ContainerRuntime`] that notices when the engine stops answering and
 //! when it answers again, without polling an engine that works.
 //!
-//! Every call goes to the inner runtime, unchanged. A call that fails because the engine could
-//! not be reached ([`RuntimeError::Unreachable`]), or that has had no answer for
+//! Every call goes to the inner runtime, unchanged (but for the host facts, below). A call that
+//! fails because the engine could not be reached ([`RuntimeError::Unreachable`]), or that has had
+//! no answer for
 //! [`Timings::slow_call`], wakes the [`EngineWatcher`], which pings the engine: a ping without an
 //! answer within [`Timings::ping_timeout`] is an outage, reported once ([`EngineReport::Down`]).
 //! The watcher then pings every [`Timings::retry_interval`] (and at once when a call gets an
 //! answer) until the engine answers, and reports [`EngineReport::Up`]. A ping that is answered
 //! changes nothing: one cut stream or one slow command is not an outage. A manager at rest makes
 //! no call, so it pings nothing either.
+//!
+//! One answer is kept: the host facts ([`ContainerRuntime::host_info`]), which every node
+//! container's spec needs, are read once and asked again only after a sign that the engine went
+//! away (a call it could not answer, or a slow one), since an engine that restarts may come back
+//! with other settings.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +24,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::runtime::{ContainerRuntime, RuntimeError};
+use super::runtime::{ContainerRuntime, LineMatch, RuntimeError};
 use super::types::{
     ContainerInfo, ContainerSpec, ContainerSummary, Engine, ExecOutput, ExecRequest, HostInfo,
     Labels, NetworkInfo, NetworkSpec,
@@ -61,6 +67,11 @@ pub enum EngineReport {
 struct Shared {
     down: AtomicBool,
     wake: Notify,
+    /// The host facts last read. Held while they are read, so that machines created together
+    /// wait for one read rather than each making its own.
+    host: tokio::sync::Mutex<Option<HostInfo>>,
+    /// The engine was suspected gone since the host facts were read: read them again.
+    host_stale: AtomicBool,
 }
 
 impl Shared {
@@ -68,8 +79,10 @@ impl Shared {
         self.down.load(Ordering::SeqCst)
     }
 
-    /// Something suggests the engine is gone: have the watcher check (once, while it is up).
+    /// Something suggests the engine is gone: the host facts are read again, and the watcher
+    /// checks (once, while it is up).
     fn suspect(&self) {
+        self.host_stale.store(true, Ordering::SeqCst);
         if !self.is_down() {
             self.wake.notify_one();
         }
@@ -200,7 +213,16 @@ impl ContainerRuntime for MonitoredRuntime {
     }
 
     async fn host_info(&self) -> Result<HostInfo, RuntimeError> {
-        self.observe(self.inner.host_info()).await
+        let mut kept = self.shared.host.lock().await;
+        if self.shared.host_stale.swap(false, Ordering::SeqCst) {
+            *kept = None;
+        }
+        if let Some(host) = kept.as_ref() {
+            return Ok(host.clone());
+        }
+        let host = self.observe(self.inner.host_info()).await?;
+        *kept = Some(host.clone());
+        Ok(host)
     }
 
     async fn ping(&self) -> Result<(), RuntimeError> {
@@ -266,6 +288,16 @@ impl ContainerRuntime for MonitoredRuntime {
         self.observe(self.inner.container_logs(name)).await
     }
 
+    async fn follow_logs(
+        &self,
+        name: &str,
+        matches: &LineMatch,
+        timeout: Duration,
+    ) -> Result<bool, RuntimeError> {
+        self.observe(self.inner.follow_logs(name, matches, timeout))
+            .await
+    }
+
     async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
         self.observe(self.inner.start_container(name)).await
     }
@@ -317,6 +349,52 @@ mod tests {
     /// How often the engine was pinged.
     fn pings(fake: &FakeRuntime) -> usize {
         fake.calls().iter().filter(|c| **c == Call::Ping).count()
+    }
+
+    #[tokio::test]
+    async fn the_host_facts_are_read_once_and_again_after_the_engine_was_away() {
+        let fake = FakeRuntime::new();
+        let (runtime, mut reports, stop) = watched(&fake);
+        let reads = || {
+            fake.calls()
+                .iter()
+                .filter(|c| **c == Call::HostInfo)
+                .count()
+        };
+        let before = HostInfo {
+            storage_driver: "overlay2".into(),
+            ..Default::default()
+        };
+        fake.set_host_info(before.clone());
+        assert_eq!(runtime.host_info().await.unwrap(), before);
+        assert_eq!(runtime.host_info().await.unwrap(), before);
+        assert_eq!(reads(), 1, "one read serves every node container");
+        let runtime_b = runtime.clone();
+        fake.set_unreachable(true);
+        runtime.inspect_container("c1").await.unwrap_err();
+        fake.set_unreachable(false);
+        let (a, b) = tokio::join!(runtime.host_info(), runtime_b.host_info());
+        assert_eq!((a.unwrap(), b.unwrap()), (before.clone(), before.clone()));
+        assert_eq!(
+            reads(),
+            2,
+            "after a failed call the facts are read again, once for machines created together"
+        );
+
+        // The engine goes away and comes back with other settings.
+        fake.set_unreachable(true);
+        runtime.inspect_container("c1").await.unwrap_err();
+        assert_eq!(next(&mut reports).await, Some("down"));
+        let after = HostInfo {
+            storage_driver: "btrfs".into(),
+            ..Default::default()
+        };
+        fake.set_host_info(after.clone());
+        fake.set_unreachable(false);
+        assert_eq!(next(&mut reports).await, Some("up"));
+        assert_eq!(runtime.host_info().await.unwrap(), after);
+        assert_eq!(reads(), 3);
+        stop.cancel();
     }
 
     #[tokio::test]

@@ -12,6 +12,9 @@ use super::types::{
 /// A boxed error kept as the source of a [`RuntimeError`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// A test of one line of a container's output (see [`ContainerRuntime::follow_logs`]).
+pub type LineMatch = dyn Fn(&str) -> bool + Send + Sync;
+
 /// The category (metric label, and Event reason `DockerUnreachable`) of every error caused by an
 /// engine that cannot be reached, however deep the [`RuntimeError::Unreachable`] is wrapped.
 pub const DOCKER_UNREACHABLE: &str = "docker_unreachable";
@@ -95,6 +98,17 @@ pub trait ContainerRuntime: Send + Sync + std::fmt::Debug {
 
     /// Everything the container wrote to stdout and stderr so far, as text.
     async fn container_logs(&self, name: &str) -> Result<String, RuntimeError>;
+
+    /// Follows what the container writes to stdout and stderr, from its start, until a line
+    /// satisfies `matches` (`true`): one request, answered as soon as the line is written.
+    /// `false` when the output ended (the container stopped) or `timeout` passed without such a
+    /// line.
+    async fn follow_logs(
+        &self,
+        name: &str,
+        matches: &LineMatch,
+        timeout: Duration,
+    ) -> Result<bool, RuntimeError>;
 
     /// Starts an existing, stopped container again with its configuration, volumes and network
     /// endpoints (`docker start`); succeeds when it already runs.

@@ -6,6 +6,7 @@
 //! needs.
 
 mod floor;
+mod load;
 mod procfs;
 mod provider;
 mod stack;
@@ -21,9 +22,10 @@ use capd::docker::{ContainerRuntime, DockerEngine};
 use clap::Parser;
 
 use crate::floor::Floor;
+use crate::load::{Guard, Sample};
 use crate::provider::{LifecycleRun, Workload};
 use crate::stack::ManagerSettings;
-use crate::stats::{Report, Row};
+use crate::stats::{Report, Row, Summary, scale_curve};
 
 /// Benchmark of the provider against the raw Docker floor, and of the manager's footprint.
 #[derive(Parser, Debug)]
@@ -61,6 +63,9 @@ struct Args {
     /// The manager's --dockermachine-concurrency (the floor uses the same parallelism).
     #[arg(long, default_value_t = 100)]
     concurrency: usize,
+    /// Where the managers' log goes, appended (default: a temporary file removed at the end).
+    #[arg(long)]
+    manager_log: Option<PathBuf>,
     /// Where the JSON goes.
     #[arg(long, default_value = "out/bench.json")]
     out: PathBuf,
@@ -134,6 +139,7 @@ struct Run {
     counter: usize,
     dir: tempfile::TempDir,
     manager: PathBuf,
+    log: PathBuf,
     unprivileged: bool,
 }
 
@@ -159,7 +165,7 @@ impl Run {
             network: network.to_string(),
             unprivileged: self.unprivileged,
             count_file: self.dir.path().join(format!("{network}.calls.json")),
-            log: self.dir.path().join("manager.log"),
+            log: self.log.clone(),
         }
     }
 }
@@ -244,10 +250,15 @@ async fn main() -> Result<()> {
         version: VERSION.to_string(),
         cloud_config: CLOUD_CONFIG.to_string(),
     };
+    let dir = tempfile::tempdir()?;
     let mut run = Run {
         prefix: format!("b{:x}", std::process::id() & 0xfff),
         counter: 0,
-        dir: tempfile::tempdir()?,
+        log: args
+            .manager_log
+            .clone()
+            .unwrap_or_else(|| dir.path().join("manager.log")),
+        dir,
         manager: args.manager.clone(),
         unprivileged: !privileged,
     };
@@ -258,10 +269,13 @@ async fn main() -> Result<()> {
     let mut rows = Vec::new();
     let (mut lb_floor, mut lb_provider) = (Vec::new(), Vec::new());
     let mut all_runs: Vec<LifecycleRun> = Vec::new();
+    let mut guard = Guard::new(std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut curve = Vec::new();
 
     for &n in &sizes {
         let (mut floor_up, mut floor_down, mut runs) = (Vec::new(), Vec::new(), Vec::new());
         for rep in 0..repetitions {
+            let start = Sample::read()?;
             eprintln!("N={n} repetition {}/{repetitions}: floor", rep + 1);
             let (network, cluster) = run.place(&mut cleanup, "f");
             if n == sizes[0] {
@@ -280,8 +294,15 @@ async fn main() -> Result<()> {
                 lb_provider.push(result.load_balancer);
             }
             runs.push(result);
+            let label = format!("N={n} repetition {}/{repetitions}", rep + 1);
+            guard.record(&label, &start, &Sample::read()?);
         }
         let pick = |f: fn(&LifecycleRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
+        curve.push((
+            n,
+            Summary::of(&floor_up),
+            Summary::of(&pick(|r| r.provision)),
+        ));
         rows.push(Row::versus(
             format!("provision N={n}"),
             "s",
@@ -331,6 +352,7 @@ async fn main() -> Result<()> {
         }
         all_runs.extend(runs);
     }
+    rows.push(scale_curve(&curve));
     rows.insert(
         0,
         Row::versus("load balancer", "s", &lb_floor, &lb_provider)
@@ -341,6 +363,7 @@ async fn main() -> Result<()> {
         let n = args.pool_size;
         let (mut floor_up, mut pool_up) = (Vec::new(), Vec::new());
         for rep in 0..repetitions {
+            let start = Sample::read()?;
             eprintln!("pool N={n} repetition {}/{repetitions}: floor", rep + 1);
             let (network, cluster) = run.place(&mut cleanup, "f");
             let (up, names) = floor.provision(&network, &cluster, n).await?;
@@ -353,6 +376,8 @@ async fn main() -> Result<()> {
                 provider::pool_scale_up(run.settings(&network), &workload, &cluster, n).await?,
             );
             remove_cluster(&cluster);
+            let label = format!("pool N={n} repetition {}/{repetitions}", rep + 1);
+            guard.record(&label, &start, &Sample::read()?);
         }
         rows.push(
             Row::versus(format!("pool scale-up N={n}"), "s", &floor_up, &pool_up).note(
@@ -406,6 +431,7 @@ async fn main() -> Result<()> {
         }
     }
     drop(cleanup);
+    rows.insert(0, guard.row());
 
     let report = Report {
         machine: machine_description(&runtime.engine()),

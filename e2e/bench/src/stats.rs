@@ -113,6 +113,29 @@ impl Row {
     }
 }
 
+/// The scale curve: seconds per machine against N, for the floor and the provider, from the
+/// medians of the provisioning times (`(n, floor, provider)` in seconds for all N machines).
+pub fn scale_curve(points: &[(usize, Option<Summary>, Option<Summary>)]) -> Row {
+    let per_machine = |n: usize, s: &Option<Summary>| {
+        s.map_or("–".to_string(), |s| format!("{:.2}", s.median / n as f64))
+    };
+    let curve: Vec<String> = points
+        .iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, floor, provider)| {
+            format!(
+                "N={n}: {} / {}",
+                per_machine(*n, floor),
+                per_machine(*n, provider)
+            )
+        })
+        .collect();
+    Row::single("provision per machine", "s", &[]).note(format!(
+        "scale curve, floor / provider (medians ÷ N): {}",
+        curve.join("; ")
+    ))
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -128,7 +151,7 @@ pub struct Report {
 
 fn decimals(unit: &str) -> usize {
     match unit {
-        "s" | "x" | "MiB" | "cpu-s" => 2,
+        "s" | "x" | "MiB" | "cpu-s" | "load" => 2,
         _ => 1,
     }
 }
@@ -204,6 +227,19 @@ mod tests {
             "| provision N=10 | s | 1.50 [1.00–2.00] | 3.00 [3.00–5.00] | 2.50 [2.00–3.00] |  |"
         );
         assert_eq!(lines[3], "| writes at rest | writes | – | 0.0 | – | 60 s |");
+    }
+
+    #[test]
+    fn the_scale_curve_divides_the_medians_by_n() {
+        let row = scale_curve(&[
+            (1, Summary::of(&[0.8, 0.9, 0.7]), Summary::of(&[1.5])),
+            (10, Summary::of(&[4.0]), None),
+        ]);
+        assert_eq!(
+            row.note,
+            "scale curve, floor / provider (medians ÷ N): N=1: 0.80 / 1.50; N=10: 0.40 / –"
+        );
+        assert_eq!((row.floor, row.provider, row.ratio), (None, None, None));
     }
 
     #[test]

@@ -119,13 +119,8 @@ pub async fn run(job: BootstrapJob, progress: Progress) -> TaskResult {
             let script = runner::script(&plan.commands)
                 .map_err(|e| TaskFailure::terminal(format!("Invalid bootstrap data: {e}")))?;
             let staged = runner::staging_path(&job.attempt);
-            exec(
-                &job,
-                &runner::stage_request(&staged, &script),
-                "stage the bootstrap script",
-            )
-            .await?;
-            let launched = exec(&job, &runner::launch_request(&staged), "start bootstrap").await?;
+            let launch = runner::launch_request(&staged, &script);
+            let launched = exec(&job, &launch, "start bootstrap").await?;
             if launched.stdout_text().trim() == "launched" {
                 tracing::info!(container = %job.container, commands = plan.commands.len(), "Started bootstrap");
                 progress.report("Starting bootstrap");

@@ -142,7 +142,20 @@ pub async fn reconcile(
     let mut status = work.working.status.clone().unwrap_or_default();
     status::summarize(&mut status, generation);
     write_status(ctx, docker_machine, &status).await?;
-    result?;
+    // 7. The workload cluster's Node, after the status: initializing the Node is no part of the
+    // DockerMachine's status, and a completed bootstrap shows without waiting for it.
+    if let Some(node_name) = result? {
+        let namespace = docker_machine.namespace().unwrap_or_default();
+        reconcile_node(
+            &mut work,
+            cluster,
+            &namespace,
+            cluster_name,
+            &node_name,
+            &status.addresses,
+        )
+        .await?;
+    }
     if work.requeue.is_none() {
         let key = format!("{:?}/{}", TaskKind::Bootstrap, work.object);
         ctx.backoff.succeeded(&key);
@@ -152,13 +165,15 @@ pub async fn reconcile(
     ))
 }
 
+/// Steps 1 to 6; returns the name of the workload cluster's Node to initialize (step 7) once the
+/// container runs and bootstrap completed.
 async fn run_steps(
     work: &mut Work<'_>,
     machine: &Machine,
     cluster: &Cluster,
     docker_cluster: &DockerCluster,
     cluster_name: &str,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let ctx = work.ctx;
     let generation = work.original.metadata.generation;
     let namespace = work.original.namespace().unwrap_or_default();
@@ -373,26 +388,8 @@ async fn run_steps(
         }
     });
 
-    // 7. The workload cluster's Node.
-    if running && work.is_true(crate::api::conditions::BOOTSTRAP_COMPLETED_CONDITION) {
-        let addresses = work
-            .working
-            .status
-            .as_ref()
-            .map(|s| s.addresses.clone())
-            .unwrap_or_default();
-        reconcile_node(
-            work,
-            cluster,
-            &namespace,
-            cluster_name,
-            &name,
-            &wanted_id,
-            &addresses,
-        )
-        .await?;
-    }
-    Ok(())
+    let bootstrapped = work.is_true(crate::api::conditions::BOOTSTRAP_COMPLETED_CONDITION);
+    Ok((running && bootstrapped).then_some(name))
 }
 
 /// Records how creating or starting the container went (`verb`: the `-ing` and plain forms);
@@ -534,10 +531,11 @@ async fn reconcile_node(
     namespace: &str,
     cluster_name: &str,
     node_name: &str,
-    provider_id: &str,
     addresses: &[crate::api::v1beta2::MachineAddress],
 ) -> Result<()> {
     let ctx = work.ctx;
+    let wanted = provider_id(node_name);
+    let provider_id = wanted.as_str();
     if cluster.spec.control_plane_ref.is_some() && !cluster.control_plane_initialized() {
         work.requeue_after(NODE_RETRY);
         return Ok(());

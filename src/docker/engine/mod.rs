@@ -19,7 +19,7 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 
 use self::convert::map_err;
-use super::runtime::{ContainerRuntime, RuntimeError};
+use super::runtime::{ContainerRuntime, LineMatch, RuntimeError};
 use super::types::{
     ContainerInfo, ContainerSpec, ContainerSummary, Engine, EngineKind, ExecOutput, ExecRequest,
     HostInfo, Labels, NetworkInfo, NetworkSpec,
@@ -515,6 +515,35 @@ impl ContainerRuntime for DockerEngine {
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
+    async fn follow_logs(
+        &self,
+        name: &str,
+        matches: &LineMatch,
+        timeout: Duration,
+    ) -> Result<bool, RuntimeError> {
+        let action = format!("follow logs of container {name}");
+        let options = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .follow(true)
+            .build();
+        let follow = async {
+            let mut stream = self.docker.logs(name, Some(options));
+            let mut pending = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                pending.extend_from_slice(chunk.map_err(self.err(action.clone()))?.as_ref());
+                if complete_lines_match(&mut pending, matches) {
+                    return Ok(true);
+                }
+            }
+            // The output ended (the container stopped): its last line may lack a newline.
+            Ok::<_, RuntimeError>(String::from_utf8_lossy(&pending).lines().any(matches))
+        };
+        tokio::time::timeout(timeout, follow)
+            .await
+            .unwrap_or(Ok(false))
+    }
+
     async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {
         // The engine answers 304 Not Modified for a running container, which bollard counts
         // as success.
@@ -523,9 +552,34 @@ impl ContainerRuntime for DockerEngine {
     }
 }
 
+/// Whether one of the complete lines in `pending` satisfies `matches`; they are taken out, and
+/// what follows the last newline stays for the next chunk of output.
+fn complete_lines_match(pending: &mut Vec<u8>, matches: &LineMatch) -> bool {
+    let Some(end) = pending.iter().rposition(|b| *b == b'\n') else {
+        return false;
+    };
+    let complete: Vec<u8> = pending.drain(..=end).collect();
+    String::from_utf8_lossy(&complete).lines().any(matches)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_split_across_chunks_of_output_is_matched_once_complete() {
+        let matches = |line: &str| line == "[  OK  ] Reached target Multi-User System.";
+        let mut pending = b"booting\r\n[  OK  ] Reached tar".to_vec();
+        assert!(!complete_lines_match(&mut pending, &matches));
+        assert_eq!(pending, b"[  OK  ] Reached tar", "the partial line is kept");
+        pending.extend_from_slice(b"get Multi-User System.");
+        assert!(
+            !complete_lines_match(&mut pending, &matches),
+            "a line is judged only once it ends"
+        );
+        pending.extend_from_slice(b"\r\nmore");
+        assert!(complete_lines_match(&mut pending, &matches));
+    }
 
     fn address(vars: &[(&str, &str)]) -> Result<EngineAddress, RuntimeError> {
         EngineAddress::from_lookup(|name| {

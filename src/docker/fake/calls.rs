@@ -35,6 +35,8 @@ pub enum Call {
     DeleteContainer(String),
     /// [`ContainerRuntime::container_logs`].
     ContainerLogs(String),
+    /// [`ContainerRuntime::follow_logs`].
+    FollowLogs(String),
     /// [`ContainerRuntime::start_container`].
     StartContainer(String),
 }
@@ -72,6 +74,8 @@ pub enum Op {
     DeleteContainer,
     /// `container_logs`.
     ContainerLogs,
+    /// `follow_logs`.
+    FollowLogs,
     /// `start_container`.
     StartContainer,
 }

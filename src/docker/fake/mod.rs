@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use ipnetwork::{IpNetwork, Ipv4Network};
 
-use super::runtime::{ContainerRuntime, RuntimeError};
+use super::runtime::{ContainerRuntime, LineMatch, RuntimeError};
 use super::types::{
     ContainerInfo, ContainerSpec, ContainerSummary, EndpointAddresses, Engine, ExecOutput,
     ExecRequest, ExecStdin, HostInfo, Labels, NetworkInfo, NetworkSpec, PublishedPort,
@@ -151,7 +151,7 @@ impl FakeRuntime {
         self
     }
 
-    /// Sets what `container_logs` returns for a container.
+    /// Sets what a container wrote so far (`container_logs`, `follow_logs`).
     pub fn set_logs(&self, container: &str, logs: &str) -> &Self {
         self.lock()
             .logs
@@ -602,6 +602,34 @@ impl ContainerRuntime for FakeRuntime {
             return Err(no_such_container(action, name));
         }
         Ok(state.logs.get(name).cloned().unwrap_or_default())
+    }
+
+    async fn follow_logs(
+        &self,
+        name: &str,
+        matches: &LineMatch,
+        timeout: std::time::Duration,
+    ) -> Result<bool, RuntimeError> {
+        const CHECK: std::time::Duration = std::time::Duration::from_millis(5);
+        let deadline = tokio::time::Instant::now() + timeout;
+        drop(self.enter(Op::FollowLogs, Call::FollowLogs(name.to_string()))?);
+        loop {
+            {
+                let state = self.lock();
+                let Some(container) = state.containers.get(name) else {
+                    let action = format!("follow logs of container {name}");
+                    return Err(no_such_container(action, name));
+                };
+                let seen = state
+                    .logs
+                    .get(name)
+                    .is_some_and(|logs| logs.lines().any(matches));
+                if seen || !container.running || tokio::time::Instant::now() >= deadline {
+                    return Ok(seen);
+                }
+            }
+            tokio::time::sleep(CHECK).await;
+        }
     }
 
     async fn start_container(&self, name: &str) -> Result<(), RuntimeError> {

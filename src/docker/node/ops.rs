@@ -1,16 +1,18 @@
 //! Operations on node containers through a [`ContainerRuntime`].
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::addresses::{IpFamily, MachineAddress, endpoint_on_network, machine_addresses};
 use super::{CLUSTER_LABEL, NodeSpec, cluster_selector};
-use crate::docker::runtime::{ContainerRuntime, RuntimeError, ensure_image};
+use crate::docker::runtime::{ContainerRuntime, LineMatch, RuntimeError, ensure_image};
 use crate::docker::types::{ContainerInfo, ContainerSummary, ExecOutput, ExecRequest};
 
 /// What the node image's systemd logs once booted (a regex in CAPD: `Reached target .*Multi-User System.*`).
 pub const MULTI_USER_PATTERN: &str = "Reached target .*Multi-User System.*";
 
-/// How often logs are polled while waiting for a line.
+/// Pause before following the logs of a container again whose output ended without the line.
 const LOG_POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Longest command output kept in an error message.
@@ -299,7 +301,8 @@ pub async fn exec_checked(
     }
 }
 
-/// Polls the container's logs until a line satisfies `matches`.
+/// Follows the container's logs until a line satisfies `matches`; output that ends without it
+/// (a container that stopped, and may be started again) is followed again after a pause.
 ///
 /// # Errors
 /// [`NodeError::WaitTimeout`] after `timeout`, [`NodeError::Runtime`] when logs cannot be read.
@@ -307,16 +310,17 @@ pub async fn wait_for_log_line(
     runtime: &dyn ContainerRuntime,
     container: &str,
     what: &str,
-    matches: &(dyn Fn(&str) -> bool + Send + Sync),
+    matches: &LineMatch,
     timeout: Duration,
 ) -> Result<(), NodeError> {
     let start = Instant::now();
     loop {
-        let logs = runtime
-            .container_logs(container)
+        let remaining = timeout.saturating_sub(start.elapsed());
+        if runtime
+            .follow_logs(container, matches, remaining)
             .await
-            .map_err(runtime_err("read logs of", container))?;
-        if logs.lines().any(matches) {
+            .map_err(runtime_err("follow logs of", container))?
+        {
             return Ok(());
         }
         if start.elapsed() >= timeout {

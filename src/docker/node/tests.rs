@@ -409,6 +409,31 @@ async fn waits_for_the_multi_user_target() {
 }
 
 #[tokio::test]
+async fn the_boot_line_is_seen_as_it_is_written_with_one_request() {
+    let fake = fake_with_network().await;
+    fake.add_image("kindest/node:v1.31.0");
+    create_node(&fake, &cp_spec()).await.unwrap();
+    let node = fake.clone();
+    let boot = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        node.set_logs("c1-cp-abc", "[  OK  ] Reached target Multi-User System.\n");
+    });
+    wait_for_multi_user(&fake, "c1-cp-abc", Duration::from_secs(30))
+        .await
+        .unwrap();
+    boot.await.unwrap();
+    let follows = fake
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, Call::FollowLogs(_) | Call::ContainerLogs(_)))
+        .count();
+    assert_eq!(
+        follows, 1,
+        "the logs are followed, not read again and again"
+    );
+}
+
+#[tokio::test]
 async fn preload_streams_the_image_export_into_ctr_without_a_file() {
     let fake = fake_with_network().await;
     fake.add_image("kindest/node:v1.31.0")

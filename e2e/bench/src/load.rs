@@ -1,0 +1,228 @@
+//! The guard against a busy machine: the load average (`/proc/loadavg`) and the CPU time stolen
+//! by the hypervisor (`/proc/stat`) at the start and end of every repetition. Other work on the
+//! machine slows the floor and the provider unequally, so a ratio taken while the machine was busy
+//! says little; the guard warns and the table says which repetitions it concerns.
+
+use anyhow::{Context, Result, anyhow};
+
+use crate::stats::Row;
+
+/// A 1-minute load average above this share of the cores at the start of a repetition marks the
+/// machine busy. The load at the end is printed, not judged: it holds the repetition's own work
+/// (N containers booting), which on a small machine lifts it above any useful limit. The 1-minute
+/// average lags, so a repetition right after a large one can start above the limit by that one's
+/// work: the verdict is a warning to read, not a proof.
+const BUSY_LOAD_PER_CORE: f64 = 0.5;
+
+/// CPU steal above this share of the CPU time during a repetition marks the machine busy.
+const BUSY_STEAL: f64 = 0.05;
+
+/// The machine's load at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// 1-minute load average.
+    pub load: f64,
+    /// CPU time stolen by the hypervisor so far, in ticks, all CPUs.
+    pub steal: u64,
+    /// CPU time so far, in ticks, all CPUs.
+    pub total: u64,
+}
+
+impl Sample {
+    /// Reads `/proc/loadavg` and `/proc/stat`.
+    pub fn read() -> Result<Sample> {
+        let loadavg = std::fs::read_to_string("/proc/loadavg").context("read /proc/loadavg")?;
+        let stat = std::fs::read_to_string("/proc/stat").context("read /proc/stat")?;
+        let load = parse_loadavg(&loadavg).ok_or_else(|| anyhow!("unreadable /proc/loadavg"))?;
+        let (steal, total) =
+            parse_cpu_steal(&stat).ok_or_else(|| anyhow!("unreadable /proc/stat"))?;
+        Ok(Sample { load, steal, total })
+    }
+}
+
+/// The 1-minute load average: the first field of `/proc/loadavg`.
+fn parse_loadavg(text: &str) -> Option<f64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Steal and total CPU ticks of all CPUs: the `cpu` line of `/proc/stat` (user nice system idle
+/// iowait irq softirq steal; guest time is already counted in user).
+fn parse_cpu_steal(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    let steal = *ticks.get(7).unwrap_or(&0);
+    Some((steal, ticks.iter().sum()))
+}
+
+/// Share of the CPU time stolen between two samples (0 when no time passed).
+fn steal_share(start: &Sample, end: &Sample) -> f64 {
+    let total = end.total.saturating_sub(start.total);
+    if total == 0 {
+        return 0.0;
+    }
+    end.steal.saturating_sub(start.steal) as f64 / total as f64
+}
+
+/// Why a repetition ran on a busy machine, or `None` when it was quiet.
+fn busy(start: &Sample, end: &Sample, cores: usize) -> Option<String> {
+    let limit = cores as f64 * BUSY_LOAD_PER_CORE;
+    let mut why = Vec::new();
+    if start.load > limit {
+        why.push(format!("load {:.2} at the start", start.load));
+    }
+    let steal = steal_share(start, end);
+    if steal > BUSY_STEAL {
+        why.push(format!("CPU steal {:.1}%", steal * 100.0));
+    }
+    (!why.is_empty()).then(|| why.join(", "))
+}
+
+/// The samples of every repetition, and the verdicts.
+#[derive(Debug)]
+pub struct Guard {
+    cores: usize,
+    loads: Vec<f64>,
+    steal_max: f64,
+    busy: Vec<String>,
+    repetitions: usize,
+}
+
+impl Guard {
+    /// A guard for a machine with `cores` cores.
+    pub fn new(cores: usize) -> Guard {
+        Guard {
+            cores: cores.max(1),
+            loads: Vec::new(),
+            steal_max: 0.0,
+            busy: Vec::new(),
+            repetitions: 0,
+        }
+    }
+
+    /// Records the repetition `label` that ran between `start` and `end`; prints both, and a
+    /// warning when the machine was busy.
+    pub fn record(&mut self, label: &str, start: &Sample, end: &Sample) {
+        let steal = steal_share(start, end);
+        eprintln!(
+            "{label}: load average {:.2} → {:.2}, CPU steal {:.1}%",
+            start.load,
+            end.load,
+            steal * 100.0
+        );
+        self.repetitions += 1;
+        self.loads.extend([start.load, end.load]);
+        self.steal_max = self.steal_max.max(steal);
+        if let Some(why) = busy(start, end, self.cores) {
+            eprintln!(
+                "warning: {label} ran on a busy machine ({why}; {} cores): its figures are not a quiet measurement",
+                self.cores
+            );
+            self.busy.push(format!("{label} ({why})"));
+        }
+    }
+
+    /// The table's row: the load averages seen, and which repetitions ran on a busy machine.
+    pub fn row(&self) -> Row {
+        let verdict = if self.busy.is_empty() {
+            format!("quiet in all {} repetitions", self.repetitions)
+        } else {
+            format!(
+                "BUSY in {} of {} repetitions: {}",
+                self.busy.len(),
+                self.repetitions,
+                self.busy.join("; ")
+            )
+        };
+        Row::single("load average (1 min)", "load", &self.loads).note(format!(
+            "at the start and end of every repetition (busy: above {:.1} at the start); CPU steal at most {:.1}%; {verdict}",
+            self.cores as f64 * BUSY_LOAD_PER_CORE,
+            self.steal_max * 100.0
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  4705 356 584 3699 23 23 0 12 0 0\ncpu0 1393 280 260 1800 10 20 0 6 0 0\nintr 114930548 113199788 3\n";
+
+    fn sample(load: f64, steal: u64, total: u64) -> Sample {
+        Sample { load, steal, total }
+    }
+
+    #[test]
+    fn the_one_minute_load_and_the_steal_are_read() {
+        assert_eq!(parse_loadavg("2.51 3.20 3.65 3/700 5889\n"), Some(2.51));
+        assert_eq!(parse_loadavg(""), None);
+        assert_eq!(
+            parse_cpu_steal(STAT),
+            Some((12, 4705 + 356 + 584 + 3699 + 23 + 23 + 12))
+        );
+        assert_eq!(
+            parse_cpu_steal("cpu  1 2 3 4\n"),
+            Some((0, 10)),
+            "an old kernel without a steal column steals nothing"
+        );
+        assert_eq!(parse_cpu_steal("intr 1 2\n"), None);
+        assert_eq!(parse_cpu_steal("cpu  1 x 3 4\n"), None);
+    }
+
+    #[test]
+    fn a_quiet_machine_is_not_busy() {
+        assert_eq!(busy(&sample(0.4, 0, 1000), &sample(0.9, 10, 2000), 2), None);
+        assert_eq!(steal_share(&sample(0.0, 5, 100), &sample(0.0, 5, 100)), 0.0);
+    }
+
+    #[test]
+    fn load_at_the_start_or_steal_makes_the_machine_busy() {
+        let quiet = sample(0.2, 0, 1000);
+        assert_eq!(
+            busy(&sample(1.5, 0, 1000), &sample(0.2, 0, 2000), 2).as_deref(),
+            Some("load 1.50 at the start")
+        );
+        assert_eq!(busy(&sample(1.5, 0, 1000), &quiet, 8), None, "8 cores");
+        assert_eq!(
+            busy(&quiet, &sample(6.0, 0, 2000), 2),
+            None,
+            "the load at the end holds the repetition's own work"
+        );
+        assert_eq!(
+            busy(&quiet, &sample(0.2, 100, 2000), 2).as_deref(),
+            Some("CPU steal 10.0%")
+        );
+    }
+
+    #[test]
+    fn the_row_names_the_busy_repetitions() {
+        let mut guard = Guard::new(2);
+        guard.record(
+            "N=1 repetition 1/2",
+            &sample(0.1, 0, 0),
+            &sample(0.3, 0, 100),
+        );
+        assert!(guard.row().note.ends_with("quiet in all 1 repetitions"));
+        guard.record(
+            "N=1 repetition 2/2",
+            &sample(2.5, 0, 100),
+            &sample(0.3, 0, 200),
+        );
+        let row = guard.row();
+        assert_eq!(
+            row.provider.map(|s| (s.min, s.max, s.n)),
+            Some((0.1, 2.5, 4))
+        );
+        assert!(
+            row.note.ends_with(
+                "BUSY in 1 of 2 repetitions: N=1 repetition 2/2 (load 2.50 at the start)"
+            ),
+            "{}",
+            row.note
+        );
+    }
+}
