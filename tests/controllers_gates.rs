@@ -378,19 +378,27 @@ async fn namespace_and_watch_filter_limit_what_the_manager_touches() {
     assert!(cluster_containers(&elsewhere).is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreachable_docker_engine_stops_the_manager_with_a_clear_error() {
-    let api = testapiserver::TestApiServer::start(testapiserver::Options::default())
-        .await
-        .unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_manager"))
+/// The manager binary against `api`, reaching the engine at `docker_host`, with no servers on
+/// fixed ports: for the start-up checks of the engine.
+fn manager_on_engine(api: &testapiserver::Handle, docker_host: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_manager"));
+    command
         .args([
             &format!("--kubeconfig={}", api.kubeconfig_path().display()),
             "--health-addr=0",
             "--diagnostics-address=0",
         ])
-        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-        .env_remove("RUST_LOG")
+        .env("DOCKER_HOST", docker_host)
+        .env_remove("RUST_LOG");
+    command
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_docker_engine_stops_the_manager_with_a_clear_error() {
+    let api = testapiserver::TestApiServer::start(testapiserver::Options::default())
+        .await
+        .unwrap();
+    let output = manager_on_engine(&api, "unix:///nonexistent/docker.sock")
         .output()
         .await
         .unwrap();
@@ -427,14 +435,7 @@ async fn a_rootless_engine_lacking_what_nodes_need_stops_the_manager_naming_it()
     let api = testapiserver::TestApiServer::start(testapiserver::Options::default())
         .await
         .unwrap();
-    let mut manager = tokio::process::Command::new(env!("CARGO_BIN_EXE_manager"))
-        .args([
-            &format!("--kubeconfig={}", api.kubeconfig_path().display()),
-            "--health-addr=0",
-            "--diagnostics-address=0",
-        ])
-        .env("DOCKER_HOST", &host)
-        .env_remove("RUST_LOG")
+    let mut manager = manager_on_engine(&api, &host)
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
