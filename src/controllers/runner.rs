@@ -161,10 +161,13 @@ attempt() {{
     Ok(out)
 }
 
-/// Stages and starts the runner in one command: writes `script` (from standard input) to the
-/// private file `staged` next to [`STATE_DIR`] and checks it arrived whole, then takes the lock
-/// ([`STATE_DIR`]) and starts it detached; prints `launched`, or `already-launched` (and removes
-/// the staged file) when another launch got there first. A script cut short is never launched.
+/// Stages, starts and reads the runner in one command: writes `script` (from standard input) to
+/// the private file `staged` next to [`STATE_DIR`] and checks it arrived whole; unless bootstrap
+/// happened here already (CABPK's success file, or the bootstrap sentinel, exists), takes the lock
+/// ([`STATE_DIR`]) and starts the runner detached; then prints what a [`probe_request`] prints,
+/// preceded by `launch=launched`, `launch=already-launched` (another launch got there first) or
+/// `launch=skipped` (see [`LaunchResult`]). A staged file that is not launched is removed, and a
+/// script cut short is never launched.
 ///
 /// The engine signals the process of an exec whose client went away (a manager killed, a
 /// connection to the engine cut): the launch runs in a child process, which the signal does not
@@ -172,7 +175,7 @@ attempt() {{
 /// the lock and the start of the runner would leave a node that is never bootstrapped.
 pub fn launch_request(staged: &str, script: &str) -> ExecRequest {
     let length = script.len().to_string();
-    let shell = stage_and_launch_script(STATE_DIR);
+    let shell = stage_and_launch_script(NODE_PATHS);
     ExecRequest::new([
         "/bin/sh",
         "-c",
@@ -185,16 +188,21 @@ pub fn launch_request(staged: &str, script: &str) -> ExecRequest {
     .timeout(COMMAND_TIMEOUT)
 }
 
-fn stage_and_launch_script(state_dir: &str) -> String {
-    format!("{STAGE_SCRIPT}\n{}", launch_script(state_dir))
+fn stage_and_launch_script(paths: Paths<'_>) -> String {
+    format!(
+        "{STAGE_SCRIPT}\n{}\n{}",
+        launch_script(paths),
+        probe_script(paths)
+    )
 }
 
-fn launch_script(state_dir: &str) -> String {
+fn launch_script(paths: Paths<'_>) -> String {
     format!(
         r#"(
 STATE={state}
+if [ -e {success} ] || {{ [ -e {sentinel} ] && [ ! -d "$STATE" ]; }}; then rm -f "$1"; echo launch=skipped; exit 0; fi
 mkdir -p "$(dirname "$STATE")" || exit 1
-if ! mkdir "$STATE" 2>/dev/null; then rm -f "$1"; echo already-launched; exit 0; fi
+if ! mkdir "$STATE" 2>/dev/null; then rm -f "$1"; echo launch=already-launched; exit 0; fi
 printf 'state=pending\n' > "$STATE/status"
 : > "$STATE/output.log"
 mv -f "$1" "$STATE/run.sh" || exit 1
@@ -203,11 +211,37 @@ if command -v setsid >/dev/null 2>&1; then
 else
   /bin/sh "$STATE/run.sh" </dev/null >/dev/null 2>&1 &
 fi
-echo launched
+echo launch=launched
 ) &
-wait $!"#,
-        state = shell_quote(state_dir)
+wait $! || exit 1"#,
+        state = shell_quote(paths.state),
+        success = shell_quote(paths.success),
+        sentinel = shell_quote(paths.sentinel),
     )
+}
+
+/// What the launch part of a [`launch_request`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchResult {
+    /// This request started the runner.
+    Launched,
+    /// Another launch had taken the lock: the runner was started before.
+    AlreadyLaunched,
+    /// Bootstrap happened here without the runner (CABPK's success file or the bootstrap
+    /// sentinel exists): nothing was started.
+    Skipped,
+    /// The output does not say (cut short).
+    Unknown,
+}
+
+/// Parses the launch part of a [`launch_request`]'s output; the rest is [`parse_probe`]'s.
+pub fn parse_launch(text: &str) -> LaunchResult {
+    match fields(text).get("launch").copied() {
+        Some("launched") => LaunchResult::Launched,
+        Some("already-launched") => LaunchResult::AlreadyLaunched,
+        Some("skipped") => LaunchResult::Skipped,
+        _ => LaunchResult::Unknown,
+    }
 }
 
 /// The files a probe looks at inside the node.
@@ -234,21 +268,22 @@ pub fn probe_request() -> ExecRequest {
     ExecRequest::new(["/bin/sh", "-c", probe_script(NODE_PATHS).as_str()]).timeout(COMMAND_TIMEOUT)
 }
 
-/// Like [`probe_request`], but first waits inside the node, up to `wait`, until the runner's
-/// status differs from the one whose [`ProbeResult::digest`] is `previous` or CABPK's success
-/// file appears: a finished bootstrap is seen within 100 ms instead of at the next poll, with
-/// fewer execs.
-pub fn wait_probe_request(previous: &str, wait: Duration) -> ExecRequest {
+/// Like [`probe_request`], but first waits inside the node, up to `wait`, while the runner is
+/// pending or running: an ended bootstrap (its status, or CABPK's success file appearing) is seen
+/// within 100 ms, and a bootstrap that runs on is read once per `wait`, whatever its steps do.
+pub fn wait_probe_request(wait: Duration) -> ExecRequest {
     let tenths = wait.as_millis().div_ceil(100).max(1);
     let script = wait_probe_script(NODE_PATHS, tenths);
-    ExecRequest::new(["/bin/sh", "-c", script.as_str(), "sh", previous]).timeout(COMMAND_TIMEOUT)
+    ExecRequest::new(["/bin/sh", "-c", script.as_str()]).timeout(COMMAND_TIMEOUT)
 }
 
+/// The status file's first line is its state (see the runner script's `status`); `read` is the
+/// shell's own, so the wait needs no tool of the node's.
 fn wait_probe_script(paths: Paths<'_>, tenths: u128) -> String {
     format!(
         r#"STATE={state}
 i=0
-while [ "$i" -lt {tenths} ] && [ -d "$STATE" ] && [ ! -e {success} ] && [ "$(cksum < "$STATE/status" 2>/dev/null)" = "$1" ]; do
+while [ "$i" -lt {tenths} ] && [ ! -e {success} ] && {{ read -r line < "$STATE/status"; }} 2>/dev/null && {{ [ "$line" = state=running ] || [ "$line" = state=pending ]; }}; do
   sleep 0.1 2>/dev/null || sleep 1
   i=$((i + 1))
 done
@@ -268,7 +303,6 @@ if [ -e {success} ]; then
 fi
 if [ -d "$STATE" ]; then
   echo "launched=true"
-  echo "digest=$(cksum < "$STATE/status" 2>/dev/null)"
   cat "$STATE/status" 2>/dev/null
 elif [ -e {sentinel} ]; then
   echo "sentinel=true"
@@ -343,8 +377,6 @@ pub struct ProbeResult {
     pub now: Option<i64>,
     /// What was found.
     pub probe: Probe,
-    /// Checksum of the runner's status file, for [`wait_probe_request`], when launched.
-    pub digest: Option<String>,
     /// Whether CABPK's success file ([`SUCCESS_PATH`]) exists: `kubeadm init|join` succeeded.
     pub success_file: bool,
     /// Whether the output ran to its end. Output cut short (the connection to the engine broke)
@@ -371,15 +403,10 @@ pub fn parse_probe(text: &str) -> ProbeResult {
     } else {
         Probe::Fresh
     };
-    let digest = map
-        .get("digest")
-        .filter(|d| !d.is_empty())
-        .map(|d| d.to_string());
     let success_file = map.get("success") == Some(&"true");
     ProbeResult {
         now,
         probe,
-        digest,
         success_file,
         complete: map.get("end") == Some(&"true"),
     }

@@ -26,18 +26,32 @@ fn sh(script: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Stages and launches `commands` with the state directory under `root`; returns the launch output.
-fn launch(root: &Path, commands: &[Command]) -> String {
-    let state = root.join("capd-bootstrap");
-    let text = script_in(state.to_str().unwrap(), commands).unwrap();
+/// The state directory, sentinel and CABPK success file of a node whose root is `root`.
+fn node_files(root: &Path) -> [String; 3] {
+    ["capd-bootstrap", "sentinel", "success"].map(|f| root.join(f).to_str().unwrap().to_string())
+}
+
+fn paths(files: &[String; 3]) -> Paths<'_> {
+    Paths {
+        state: &files[0],
+        sentinel: &files[1],
+        success: &files[2],
+    }
+}
+
+/// Launches `commands` staged under `root` (the node's files as [`node_files`] says); returns
+/// what the launch says it did.
+fn launch(root: &Path, commands: &[Command]) -> LaunchResult {
+    let files = node_files(root);
+    let text = script_in(&files[0], commands).unwrap();
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let staged = root.join(format!("staged-{n}.sh"));
     std::fs::write(&staged, text).unwrap();
-    sh(
-        &launch_script(state.to_str().unwrap()),
+    parse_launch(&sh(
+        &launch_script(paths(&files)),
         &[staged.to_str().unwrap()],
-    )
+    ))
 }
 
 /// Probes with the state directory under `root` and CABPK's success file at `root/success`.
@@ -116,7 +130,7 @@ fn commands_run_in_order_with_their_stdin_and_the_outcome_is_recorded() {
         ),
         command(&["echo", "kubeadm init done"], None, 0, "run kubeadm"),
     ];
-    assert_eq!(launch(dir.path(), &commands).trim(), "launched");
+    assert_eq!(launch(dir.path(), &commands), LaunchResult::Launched);
     let status = wait_finished(dir.path());
     assert_eq!(status.state, RunnerState::Succeeded);
     assert_eq!((status.step, status.total), (3, 3));
@@ -181,13 +195,13 @@ fn a_second_launch_only_observes_and_never_runs_the_commands_again() {
         "count",
     );
     assert_eq!(
-        launch(dir.path(), std::slice::from_ref(&count)).trim(),
-        "launched"
+        launch(dir.path(), std::slice::from_ref(&count)),
+        LaunchResult::Launched
     );
     wait_finished(dir.path());
     assert_eq!(
-        launch(dir.path(), std::slice::from_ref(&count)).trim(),
-        "already-launched"
+        launch(dir.path(), std::slice::from_ref(&count)),
+        LaunchResult::AlreadyLaunched
     );
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(std::fs::read_to_string(&counter).unwrap(), "run\n");
@@ -205,17 +219,14 @@ fn a_launch_whose_shell_is_killed_either_never_began_or_completes() {
     // node must not be left locked with a runner that never starts.
     for delay_ms in [0u64, 1, 2, 3, 5, 8, 13, 21] {
         let dir = tempfile::tempdir().unwrap();
+        let files = node_files(dir.path());
         let state = dir.path().join("capd-bootstrap");
-        let text = script_in(
-            state.to_str().unwrap(),
-            &[command(&["true"], None, 0, "nothing")],
-        )
-        .unwrap();
+        let text = script_in(&files[0], &[command(&["true"], None, 0, "nothing")]).unwrap();
         let staged = dir.path().join("staged.sh");
         std::fs::write(&staged, text).unwrap();
         let mut shell = Process::new("/bin/sh")
             .arg("-c")
-            .arg(launch_script(state.to_str().unwrap()))
+            .arg(launch_script(paths(&files)))
             .arg("sh")
             .arg(&staged)
             .stdout(std::process::Stdio::null())
@@ -274,25 +285,29 @@ fn probe_output_is_parsed() {
     ));
 }
 
-/// Runs the stage-and-launch command with the state directory under `root`, the script staged
-/// at `root/staged.sh` and `stdin` as its input; returns whether it succeeded.
-fn stage_and_launch(root: &Path, script: &str, stdin: &[u8]) -> bool {
+/// Runs the stage-and-launch command with the node's files under `root` ([`node_files`]), the
+/// script staged at `root/run/staged.sh` and `stdin` as its input; returns its output when it
+/// succeeded.
+fn stage_and_launch(root: &Path, script: &str, stdin: &[u8]) -> Option<String> {
     use std::io::Write;
-    let state = root.join("capd-bootstrap");
+    let files = node_files(root);
     let staged = root.join("run/staged.sh");
     let mut child = Process::new("/bin/sh")
         .arg("-c")
-        .arg(stage_and_launch_script(state.to_str().unwrap()))
+        .arg(stage_and_launch_script(paths(&files)))
         .arg("sh")
         .arg(&staged)
         .arg(script.len().to_string())
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait().unwrap().success()
+    let out = child.wait_with_output().unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[test]
@@ -309,19 +324,22 @@ fn a_script_staged_whole_is_launched_and_one_cut_short_is_refused_and_removed() 
     )
     .unwrap();
     // The connection to the engine was cut: the command's input ends early.
-    assert!(!stage_and_launch(
-        dir.path(),
-        &script,
-        &script.as_bytes()[..10]
-    ));
-    assert!(!stage_and_launch(dir.path(), &script, b""));
+    assert!(stage_and_launch(dir.path(), &script, &script.as_bytes()[..10]).is_none());
+    assert!(stage_and_launch(dir.path(), &script, b"").is_none());
     assert!(
         !dir.path().join("run/staged.sh").exists(),
         "a partial script is not left behind"
     );
     assert!(!state.exists(), "and nothing was launched");
 
-    assert!(stage_and_launch(dir.path(), &script, script.as_bytes()));
+    let out = stage_and_launch(dir.path(), &script, script.as_bytes()).unwrap();
+    assert_eq!(parse_launch(&out), LaunchResult::Launched);
+    let read = parse_probe(&out);
+    assert!(read.complete, "{out}");
+    assert!(
+        matches!(read.probe, Probe::Launched(_)),
+        "the same command reads the launched runner: {out}"
+    );
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(state.join("run.sh"))
@@ -370,63 +388,87 @@ fn staging_paths_are_unique_and_safe() {
 }
 
 #[test]
-fn a_waiting_probe_returns_as_soon_as_the_status_changes_and_waits_while_it_does_not() {
+fn a_node_bootstrapped_without_the_runner_is_not_launched_and_the_staged_script_is_removed() {
+    for marker in ["success", "sentinel"] {
+        let dir = tempfile::tempdir().unwrap();
+        let files = node_files(dir.path());
+        let made = dir.path().join("made-by-bootstrap");
+        let script = script_in(
+            &files[0],
+            &[command(
+                &["touch", made.to_str().unwrap()],
+                None,
+                0,
+                "a file",
+            )],
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(marker), "").unwrap();
+        let out = stage_and_launch(dir.path(), &script, script.as_bytes()).unwrap();
+        assert_eq!(parse_launch(&out), LaunchResult::Skipped, "{marker}: {out}");
+        let read = parse_probe(&out);
+        assert!(read.complete);
+        assert!(!matches!(read.probe, Probe::Launched(_)), "{marker}");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!made.exists(), "{marker}: nothing ran");
+        assert!(!Path::new(&files[0]).exists(), "{marker}: no lock taken");
+        assert!(
+            !dir.path().join("run/staged.sh").exists(),
+            "{marker}: the staged script (secrets) is removed"
+        );
+    }
+}
+
+#[test]
+fn a_waiting_probe_waits_while_the_runner_runs_and_returns_as_soon_as_it_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("capd-bootstrap");
-    std::fs::create_dir_all(&state).unwrap();
-    std::fs::write(state.join("status"), "state=running\nstep=1\ntotal=2\n").unwrap();
-    let sentinel = dir.path().join("none");
-    let success = dir.path().join("success");
-    let paths = Paths {
-        state: state.to_str().unwrap(),
-        sentinel: sentinel.to_str().unwrap(),
-        success: success.to_str().unwrap(),
+    let files = node_files(dir.path());
+    let state = Path::new(&files[0]);
+    std::fs::create_dir_all(state).unwrap();
+    let script = wait_probe_script(paths(&files), 5);
+    let timed = |what: &str| {
+        let started = Instant::now();
+        let result = parse_probe(&sh(&script, &[]));
+        assert!(result.complete, "{what}");
+        (started.elapsed(), result)
     };
-    let script = wait_probe_script(paths, 5);
-    let first = probe(dir.path(), &sentinel);
-    let digest = first
-        .digest
-        .clone()
-        .expect("a launched runner has a digest");
 
-    // Unchanged: the probe waits its whole window (5 × 100 ms), then reports the same status.
-    let started = Instant::now();
-    let same = parse_probe(&sh(&script, &[&digest]));
-    assert!(
-        started.elapsed() >= Duration::from_millis(450),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(same.digest.as_deref(), Some(digest.as_str()));
+    // Pending, then running another step: the probe waits its whole window (5 × 100 ms) either
+    // way, then reports the status of that moment.
+    for status in ["state=pending\n", "state=running\nstep=1\ntotal=2\n"] {
+        std::fs::write(state.join("status"), status).unwrap();
+        let (elapsed, result) = timed(status);
+        assert!(
+            elapsed >= Duration::from_millis(450),
+            "{status}: {elapsed:?}"
+        );
+        assert!(matches!(result.probe, Probe::Launched(_)), "{status}");
+    }
 
-    // Changed meanwhile: it answers at once with the new status.
+    // Ended: it answers at once with the final status.
     std::fs::write(
         state.join("status"),
         "state=succeeded\nstep=2\ntotal=2\nexit=0\n",
     )
     .unwrap();
-    let started = Instant::now();
-    let changed = parse_probe(&sh(&script, &[&digest]));
-    assert!(
-        started.elapsed() < Duration::from_millis(400),
-        "{:?}",
-        started.elapsed()
-    );
-    let Probe::Launched(status) = changed.probe else {
-        panic!("expected a launched runner, got {:?}", changed.probe);
+    let (elapsed, result) = timed("succeeded");
+    assert!(elapsed < Duration::from_millis(400), "{elapsed:?}");
+    let Probe::Launched(status) = result.probe else {
+        panic!("expected a launched runner, got {:?}", result.probe);
     };
     assert_eq!(status.state, RunnerState::Succeeded);
-    assert_ne!(changed.digest, Some(digest.clone()));
 
-    // CABPK's success file appearing while the status stays the same also ends the wait.
+    // CABPK's success file appearing while the runner still runs also ends the wait.
     std::fs::write(state.join("status"), "state=running\nstep=1\ntotal=2\n").unwrap();
-    std::fs::write(&success, "success\n").unwrap();
-    let started = Instant::now();
-    let done = parse_probe(&sh(&script, &[&digest]));
-    assert!(
-        started.elapsed() < Duration::from_millis(400),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(done.success_file);
+    std::fs::write(&files[2], "success\n").unwrap();
+    let (elapsed, result) = timed("success file");
+    assert!(elapsed < Duration::from_millis(400), "{elapsed:?}");
+    assert!(result.success_file);
+
+    // The status gone (a container started again from scratch): at once, as a fresh node.
+    std::fs::remove_file(&files[2]).unwrap();
+    std::fs::remove_dir_all(state).unwrap();
+    let (elapsed, result) = timed("gone");
+    assert!(elapsed < Duration::from_millis(400), "{elapsed:?}");
+    assert_eq!(result.probe, Probe::Fresh);
 }

@@ -2,12 +2,17 @@
 //! preloading images, running bootstrap) run here, never in a reconcile worker.
 //!
 //! A task is keyed by machine (namespace, name, uid) and [`TaskKind`]. Its state is read by the
-//! reconcile (which turns it into conditions); every change of state sends the machine's
-//! reference on the trigger channel, which the controller turns into a reconcile.
+//! reconcile (which turns it into conditions); a change of state sends the machine's reference
+//! on the trigger channel, which the controller turns into a reconcile: the end of a task at
+//! once, its progress at most once per [`PROGRESS_DELAY`] (what a task reports meanwhile is
+//! coalesced, and a task that ends first shows only its end), so a quick step costs no status
+//! write of its own.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -60,12 +65,19 @@ struct Entry {
     handle: JoinHandle<()>,
 }
 
+/// How long a task's progress waits before it wakes the reconcile: what the task reports
+/// within that time is shown together, and a task that ends within it shows only its end.
+pub const PROGRESS_DELAY: Duration = Duration::from_secs(2);
+
 /// Lets a running task publish progress.
 #[derive(Clone)]
 pub struct Progress {
     state: Arc<Mutex<TaskState>>,
     trigger: mpsc::UnboundedSender<MachineRef>,
     object: MachineRef,
+    /// Set while a wake-up for reported progress is scheduled.
+    progress_pending: Arc<AtomicBool>,
+    delay: Duration,
 }
 
 impl Progress {
@@ -87,8 +99,21 @@ impl Progress {
             *state = next;
             changed
         };
-        if changed {
-            let _ = self.trigger.send(self.object.clone());
+        if changed && !self.progress_pending.swap(true, Ordering::AcqRel) {
+            // The wake-up holds the state weakly: a task aborted meanwhile (its machine
+            // deleted, its step reset) is dropped with its entry and wakes nothing.
+            let state = Arc::downgrade(&self.state);
+            let pending = self.progress_pending.clone();
+            let trigger = self.trigger.clone();
+            let object = self.object.clone();
+            let delay = self.delay;
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                pending.store(false, Ordering::Release);
+                if still_running(&state) {
+                    let _ = trigger.send(object);
+                }
+            });
         }
     }
 
@@ -96,6 +121,12 @@ impl Progress {
         *lock(&self.state) = outcome;
         let _ = self.trigger.send(self.object.clone());
     }
+}
+
+fn still_running(state: &Weak<Mutex<TaskState>>) -> bool {
+    state
+        .upgrade()
+        .is_some_and(|state| matches!(*lock(&state), TaskState::Running(_) | TaskState::Overdue(_)))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -106,6 +137,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct TaskRegistry {
     entries: Mutex<HashMap<TaskKey, Entry>>,
     trigger: mpsc::UnboundedSender<MachineRef>,
+    progress_delay: Duration,
 }
 
 impl std::fmt::Debug for TaskRegistry {
@@ -152,7 +184,15 @@ impl TaskRegistry {
         Self {
             entries: Mutex::new(HashMap::new()),
             trigger,
+            progress_delay: PROGRESS_DELAY,
         }
+    }
+
+    /// The same registry with another [`PROGRESS_DELAY`] (tests).
+    #[must_use]
+    pub fn with_progress_delay(mut self, delay: Duration) -> Self {
+        self.progress_delay = delay;
+        self
     }
 
     fn key(machine: &MachineRef, kind: TaskKind) -> TaskKey {
@@ -200,6 +240,8 @@ impl TaskRegistry {
             state: state.clone(),
             trigger: self.trigger.clone(),
             object: machine.clone(),
+            progress_pending: Arc::new(AtomicBool::new(false)),
+            delay: self.progress_delay,
         };
         let future = work(progress.clone());
         let handle = tokio::spawn(async move {
@@ -334,6 +376,72 @@ mod tests {
         tasks.cancel_all(&machine());
         assert_eq!(tasks.state(&machine(), "u", TaskKind::Bootstrap), None);
         assert_eq!(tasks.running(), 0);
+    }
+
+    /// Drains the trigger channel as it stands now.
+    fn triggers(rx: &mut mpsc::UnboundedReceiver<MachineRef>) -> usize {
+        std::iter::from_fn(|| rx.try_recv().ok()).count()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_wakes_the_reconcile_once_per_delay_and_a_quick_task_only_at_its_end() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let tasks = TaskRegistry::new(tx);
+        let (step_tx, mut step_rx) = mpsc::unbounded_channel::<&'static str>();
+        tasks.start(
+            &machine(),
+            "u",
+            TaskKind::Bootstrap,
+            "starting",
+            |p| async move {
+                while let Some(step) = step_rx.recv().await {
+                    if step == "end" {
+                        return Ok("done".to_string());
+                    }
+                    p.report(step);
+                }
+                Ok(String::new())
+            },
+        );
+        // Three steps within one delay: one wake-up, after the delay, showing the last.
+        for step in ["step 1", "step 2", "step 3"] {
+            step_tx.send(step).unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(triggers(&mut rx), 0, "progress waits for the delay");
+        tokio::time::sleep(PROGRESS_DELAY).await;
+        assert_eq!(triggers(&mut rx), 1);
+        assert_eq!(
+            tasks.state(&machine(), "u", TaskKind::Bootstrap),
+            Some(TaskState::Running("step 3".into()))
+        );
+        // A step, then the end within the delay: the end wakes at once, the step never.
+        step_tx.send("step 4").unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        step_tx.send("end").unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(triggers(&mut rx), 1, "the end, at once");
+        tokio::time::sleep(PROGRESS_DELAY * 2).await;
+        assert_eq!(
+            triggers(&mut rx),
+            0,
+            "no wake-up for progress of a task that ended"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_progress_of_a_cancelled_task_wakes_nothing() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let tasks = TaskRegistry::new(tx);
+        tasks.start(&machine(), "u", TaskKind::Bootstrap, "", |p| async move {
+            p.report("step 1");
+            std::future::pending::<()>().await;
+            Ok(String::new())
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tasks.cancel_all(&machine());
+        tokio::time::sleep(PROGRESS_DELAY * 2).await;
+        assert_eq!(triggers(&mut rx), 0);
     }
 
     #[tokio::test]

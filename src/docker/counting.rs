@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::runtime::{ContainerRuntime, LineMatch, RuntimeError};
+use super::runtime::{ContainerRuntime, LineMatch, Removal, RuntimeError};
 use super::types::{
     ContainerInfo, ContainerSpec, ContainerSummary, Engine, ExecOutput, ExecRequest, HostInfo,
     Labels, NetworkInfo, NetworkSpec,
@@ -143,7 +143,7 @@ impl ContainerRuntime for CountingRuntime {
         self.inner.kill_container(name, signal).await
     }
 
-    async fn delete_container(&self, name: &str) -> Result<(), RuntimeError> {
+    async fn delete_container(&self, name: &str) -> Result<Removal, RuntimeError> {
         self.count("delete_container");
         self.inner.delete_container(name).await
     }

@@ -30,8 +30,8 @@ pub mod types;
 pub use engine::{DockerEngine, EngineAddress, TlsFiles};
 pub use fake::FakeRuntime;
 pub use runtime::{
-    ContainerRuntime, DOCKER_UNREACHABLE, LineMatch, RuntimeError, caused_by_unreachable_engine,
-    ensure_image,
+    ContainerRuntime, DOCKER_UNREACHABLE, LineMatch, Removal, RuntimeError,
+    caused_by_unreachable_engine, ensure_image,
 };
 pub use types::{
     BindMount, ContainerInfo, ContainerSpec, ContainerSummary, DeviceMapping, EndpointAddresses,

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::runtime::{ContainerRuntime, LineMatch, RuntimeError};
+use super::runtime::{ContainerRuntime, LineMatch, Removal, RuntimeError};
 use super::types::{
     ContainerInfo, ContainerSpec, ContainerSummary, Engine, ExecOutput, ExecRequest, HostInfo,
     Labels, NetworkInfo, NetworkSpec,
@@ -280,7 +280,7 @@ impl ContainerRuntime for MonitoredRuntime {
         self.observe(self.inner.kill_container(name, signal)).await
     }
 
-    async fn delete_container(&self, name: &str) -> Result<(), RuntimeError> {
+    async fn delete_container(&self, name: &str) -> Result<Removal, RuntimeError> {
         self.observe(self.inner.delete_container(name)).await
     }
 

@@ -93,8 +93,9 @@ pub trait ContainerRuntime: Send + Sync + std::fmt::Debug {
     /// Sends a signal (for example `SIGHUP`) to a container's main process.
     async fn kill_container(&self, name: &str, signal: &str) -> Result<(), RuntimeError>;
 
-    /// Removes a container by force with its anonymous volumes; succeeds when it is already absent.
-    async fn delete_container(&self, name: &str) -> Result<(), RuntimeError>;
+    /// Removes a container by force with its anonymous volumes; succeeds when it is already
+    /// absent, and says whether it is gone or another removal of it is still in progress.
+    async fn delete_container(&self, name: &str) -> Result<Removal, RuntimeError>;
 
     /// Everything the container wrote to stdout and stderr so far, as text.
     async fn container_logs(&self, name: &str) -> Result<String, RuntimeError>;
@@ -113,6 +114,15 @@ pub trait ContainerRuntime: Send + Sync + std::fmt::Debug {
     /// Starts an existing, stopped container again with its configuration, volumes and network
     /// endpoints (`docker start`); succeeds when it already runs.
     async fn start_container(&self, name: &str) -> Result<(), RuntimeError>;
+}
+
+/// What a request to remove a container found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// The container is gone: removed now, or absent already.
+    Gone,
+    /// Another removal of the container is in progress; it is still there for now.
+    InProgress,
 }
 
 /// Errors of the container runtime.
@@ -310,6 +320,40 @@ pub async fn ensure_image(runtime: &dyn ContainerRuntime, image: &str) -> Result
         })
 }
 
+/// Why [`run_from_image`] could not run a container.
+#[derive(Debug)]
+pub enum RunFailure {
+    /// Its image is neither present nor pullable ([`RuntimeError::ImageUnavailable`]).
+    Image(RuntimeError),
+    /// The engine refused to create or start it.
+    Container(RuntimeError),
+}
+
+/// Creates and starts the container of `spec`; returns its id. The image is asked for only when
+/// the engine does not find something the container needs: then it is pulled when absent
+/// ([`ensure_image`]), and the container is run once more. An image already present costs no
+/// call of its own.
+///
+/// # Errors
+/// [`RunFailure`] says whether the image or the container failed.
+pub async fn run_from_image(
+    runtime: &dyn ContainerRuntime,
+    spec: &ContainerSpec,
+) -> Result<String, RunFailure> {
+    match runtime.run_container(spec).await {
+        Err(e) if e.is_not_found() => {
+            ensure_image(runtime, &spec.image)
+                .await
+                .map_err(RunFailure::Image)?;
+            runtime
+                .run_container(spec)
+                .await
+                .map_err(RunFailure::Container)
+        }
+        run => run.map_err(RunFailure::Container),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,6 +425,47 @@ mod tests {
         fake.allow_pull("later:1");
         ensure_image(&fake, "later:1").await.unwrap();
         assert!(fake.image_exists("later:1").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_container_runs_from_a_present_image_without_asking_for_it_and_pulls_an_absent_one() {
+        use crate::docker::fake::Call;
+        let fake = crate::docker::FakeRuntime::new();
+        fake.add_network(NetworkInfo {
+            id: "net".into(),
+            name: "kind".into(),
+            ..Default::default()
+        });
+        let spec = |name: &str, image: &str| ContainerSpec {
+            name: name.into(),
+            image: image.into(),
+            network: "kind".into(),
+            ..Default::default()
+        };
+        fake.add_image("present:1");
+        run_from_image(&fake, &spec("a", "present:1"))
+            .await
+            .unwrap();
+        assert!(
+            !fake
+                .calls()
+                .iter()
+                .any(|c| matches!(c, Call::ImageExists(_) | Call::PullImage(_))),
+            "{:?}",
+            fake.calls()
+        );
+
+        fake.allow_pull("later:1");
+        run_from_image(&fake, &spec("b", "later:1")).await.unwrap();
+        assert!(fake.inspect_container("b").await.unwrap().is_some());
+        assert!(fake.calls().contains(&Call::PullImage("later:1".into())));
+
+        let Err(RunFailure::Image(err)) = run_from_image(&fake, &spec("c", "absent:1")).await
+        else {
+            panic!("an image that cannot be pulled is the image's failure");
+        };
+        assert_eq!(err.category(), "image_unavailable");
+        assert!(fake.inspect_container("c").await.unwrap().is_none());
     }
 
     #[test]

@@ -144,7 +144,7 @@ impl Floor {
         futures::stream::iter(names.iter())
             .map(|name| self.runtime.delete_container(name))
             .buffer_unordered(self.concurrency.max(1))
-            .try_collect::<Vec<()>>()
+            .try_collect::<Vec<_>>()
             .await?;
         Ok(started.elapsed())
     }

@@ -4,13 +4,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use capd::docker::ContainerRuntime;
 use capd::docker::node::{NodeRole, role_selector};
 use futures::{StreamExt, TryStreamExt};
+use serde_json::json;
 
 use crate::procfs;
-use crate::stack::{ManagerSettings, Stack, poll};
+use crate::stack::{ManagerSettings, Seen, Stack, infra, is_bootstrapped, poll};
 
 /// What the objects need besides the stack.
 pub struct Workload {
@@ -110,27 +111,35 @@ async fn create_all(
         .await
 }
 
+/// Waits, watching the DockerMachines, until `n` of them are bootstrapped.
 async fn wait_bootstrapped(stack: &Stack, n: usize) -> Result<()> {
-    poll(
-        PROVISION_TIMEOUT,
-        POLL,
-        "every DockerMachine to be bootstrapped",
-        || async { Ok((stack.bootstrapped_machines().await? >= n).then_some(())) },
-    )
-    .await
+    stack
+        .watch_until(
+            &infra("DockerMachine"),
+            PROVISION_TIMEOUT,
+            "every DockerMachine to be bootstrapped",
+            |seen| seen.objects().filter(|dm| is_bootstrapped(dm)).count() >= n,
+        )
+        .await
 }
 
 /// Sets up a cluster whose DockerCluster is provisioned; returns the time that took.
 async fn cluster(stack: &Stack, w: &Workload, name: &str) -> Result<f64> {
     let started = Instant::now();
     stack.create_cluster(name, &w.haproxy_image).await?;
-    poll(
-        PROVISION_TIMEOUT,
-        Duration::from_millis(20),
-        "the DockerCluster to be provisioned",
-        || async { Ok(stack.docker_cluster_provisioned(name).await?.then_some(())) },
-    )
-    .await?;
+    stack
+        .watch_until(
+            &infra("DockerCluster"),
+            PROVISION_TIMEOUT,
+            "the DockerCluster to be provisioned",
+            |seen| {
+                seen.objects().any(|dc| {
+                    dc.metadata.name.as_deref() == Some(name)
+                        && dc.data["status"]["initialization"]["provisioned"] == json!(true)
+                })
+            },
+        )
+        .await?;
     let lb = started.elapsed().as_secs_f64();
     stack.prepare_machines(name, &w.cloud_config).await?;
     Ok(lb)
@@ -174,7 +183,7 @@ async fn lifecycle_in(
     let provision = started.elapsed().as_secs_f64();
 
     let started = Instant::now();
-    let api = stack.api(&crate::stack::infra("DockerMachine"));
+    let api = stack.api(&infra("DockerMachine"));
     futures::stream::iter(machines.iter())
         .map(|m| {
             let api = api.clone();
@@ -184,18 +193,26 @@ async fn lifecycle_in(
         .buffer_unordered(16)
         .try_collect::<Vec<()>>()
         .await?;
-    let workers = role_selector(cluster_name, NodeRole::Worker);
-    poll(
-        PROVISION_TIMEOUT,
-        POLL,
-        "every node container and DockerMachine to be gone",
-        || async {
-            let containers = runtime.list_containers(&workers).await?;
-            Ok((containers.is_empty() && stack.docker_machine_count().await? == 0).then_some(()))
-        },
-    )
-    .await?;
+    // The finalizer goes once the container is gone: the last DockerMachine's disappearance
+    // is the end, and the containers are checked right after it.
+    stack
+        .watch_until(
+            &infra("DockerMachine"),
+            PROVISION_TIMEOUT,
+            "every DockerMachine to be gone",
+            Seen::is_empty,
+        )
+        .await?;
     let delete = started.elapsed().as_secs_f64();
+    let left = runtime
+        .list_containers(&role_selector(cluster_name, NodeRole::Worker))
+        .await?;
+    if !left.is_empty() {
+        bail!(
+            "{} node container(s) left after their DockerMachines were gone",
+            left.len()
+        );
+    }
 
     let cpu_seconds = procfs::cpu_seconds(pid)? - cpu_before;
     let peak_rss_mib = procfs::status_mib(pid, "VmHWM")?;

@@ -8,11 +8,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
+use kube::runtime::watcher;
 use kube::{Client, Config};
 use serde_json::{Value, json};
 use testapiserver::{Handle, Options, TestApiServer};
@@ -127,7 +129,80 @@ where
     }
 }
 
+/// The objects a watch has seen, by name: what [`Stack::watch_until`] judges.
+#[derive(Debug, Default)]
+pub struct Seen {
+    objects: BTreeMap<String, DynamicObject>,
+    listing: BTreeMap<String, DynamicObject>,
+}
+
+impl Seen {
+    /// Applies one watch event; returns whether the set is complete (not in the middle of the
+    /// watch's initial listing) and so worth judging.
+    pub fn apply(&mut self, event: watcher::Event<DynamicObject>) -> bool {
+        let name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
+        match event {
+            watcher::Event::Init => {
+                self.listing.clear();
+                false
+            }
+            watcher::Event::InitApply(o) => {
+                self.listing.insert(name(&o), o);
+                false
+            }
+            watcher::Event::InitDone => {
+                self.objects = std::mem::take(&mut self.listing);
+                true
+            }
+            watcher::Event::Apply(o) => {
+                self.objects.insert(name(&o), o);
+                true
+            }
+            watcher::Event::Delete(o) => {
+                self.objects.remove(&name(&o));
+                true
+            }
+        }
+    }
+
+    /// The objects, in name order.
+    pub fn objects(&self) -> impl Iterator<Item = &DynamicObject> {
+        self.objects.values()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
 impl Stack {
+    /// Watches `resource` until `done` holds for its objects (judged after the watch's initial
+    /// listing and after every change), for at most `timeout`. The moment it returns is the
+    /// moment the API server told of the change, not the next tick of a poll.
+    pub async fn watch_until(
+        &self,
+        resource: &ApiResource,
+        timeout: Duration,
+        what: &str,
+        done: impl Fn(&Seen) -> bool,
+    ) -> Result<()> {
+        let events = watcher::watcher(self.api(resource), watcher::Config::default());
+        let mut events = std::pin::pin!(events);
+        let mut seen = Seen::default();
+        let wait = async {
+            while let Some(event) = events.next().await {
+                if seen.apply(event?) && done(&seen) {
+                    return Ok(());
+                }
+            }
+            bail!("the watch of {} ended", resource.plural)
+        };
+        tokio::time::timeout(timeout, wait)
+            .await
+            .with_context(|| format!("timed out after {timeout:?} waiting for {what}"))?
+    }
+
     /// Starts the API servers, installs the CRDs, starts the manager and waits until it is ready.
     pub async fn start(settings: ManagerSettings) -> Result<Stack> {
         let mgmt = TestApiServer::start(Options::default()).await?;
@@ -277,14 +352,6 @@ impl Stack {
         )
         .await?;
         Ok(cluster)
-    }
-
-    /// Whether the DockerCluster is provisioned.
-    pub async fn docker_cluster_provisioned(&self, name: &str) -> Result<bool> {
-        let Some(dc) = self.api(&infra("DockerCluster")).get_opt(name).await? else {
-            return Ok(false);
-        };
-        Ok(dc.data["status"]["initialization"]["provisioned"] == json!(true))
     }
 
     /// Plays Cluster API core once the infrastructure is up: the Cluster is marked provisioned
@@ -462,16 +529,6 @@ impl Stack {
                 .await?;
         }
         Ok(())
-    }
-
-    /// How many DockerMachines exist.
-    pub async fn docker_machine_count(&self) -> Result<usize> {
-        Ok(self
-            .api(&infra("DockerMachine"))
-            .list(&ListParams::default())
-            .await?
-            .items
-            .len())
     }
 }
 

@@ -7,6 +7,7 @@ use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
 use crate::controllers::kinds::ClusterView;
 use crate::controllers::loadbalancer::{control_plane_containers, ip_family, sync_backends};
+use crate::docker::Removal;
 use crate::docker::loadbalancer::{
     LoadBalancerError, LoadBalancerSpec, create_load_balancer, delete_load_balancer,
     find_load_balancer, image, load_balancer_ip, start_load_balancer,
@@ -244,13 +245,13 @@ async fn has_running_control_planes(ctx: &Context, cluster_name: &str) -> Result
 /// it any more.
 ///
 /// # Errors
-/// [`Error`] when the engine refuses, or the load balancer is still there afterwards.
+/// [`Error`] when the engine refuses, or while another removal of the load balancer is in
+/// progress.
 pub async fn delete(ctx: &Context, docker_cluster: &ClusterView, cluster_name: &str) -> Result<()> {
     let runtime = ctx.runtime.as_ref();
     let name = load_balancer_container_name(cluster_name);
     let existed = find_load_balancer(runtime, cluster_name).await?.is_some();
-    delete_load_balancer(runtime, cluster_name).await?;
-    if find_load_balancer(runtime, cluster_name).await?.is_some() {
+    if delete_load_balancer(runtime, cluster_name).await? == Removal::InProgress {
         return Err(Error::NotFinished {
             what: format!("load balancer container {name} to be removed"),
         });

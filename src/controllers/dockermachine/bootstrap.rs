@@ -13,7 +13,8 @@ use std::time::Duration;
 use crate::bootstrap::{Plan, SUCCESS_PATH};
 use crate::controllers::redact::redacted_tail;
 use crate::controllers::runner::{
-    self, Probe, ProbeResult, RunnerState, RunnerStatus, START_GRACE, progress_message,
+    self, LaunchResult, Probe, ProbeResult, RunnerState, RunnerStatus, START_GRACE,
+    progress_message,
 };
 use crate::controllers::tasks::{Progress, TaskFailure, TaskResult};
 use crate::docker::{ContainerRuntime, ExecOutput, ExecRequest};
@@ -84,7 +85,11 @@ async fn probe(job: &BootstrapJob) -> Result<ProbeResult, TaskFailure> {
 
 async fn probe_with(job: &BootstrapJob, request: ExecRequest) -> Result<ProbeResult, TaskFailure> {
     let out = exec(job, &request, "read the bootstrap status").await?;
-    let result = runner::parse_probe(&out.stdout_text());
+    complete_probe(job, &out.stdout_text())
+}
+
+fn complete_probe(job: &BootstrapJob, text: &str) -> Result<ProbeResult, TaskFailure> {
+    let result = runner::parse_probe(text);
     if !result.complete {
         return Err(TaskFailure::retryable(format!(
             "Failed to read the bootstrap status in container {}: the output was cut short (was the connection to the Docker engine cut?)",
@@ -94,72 +99,91 @@ async fn probe_with(job: &BootstrapJob, request: ExecRequest) -> Result<ProbeRes
     Ok(result)
 }
 
-/// Runs the task to its end.
-pub async fn run(job: BootstrapJob, progress: Progress) -> TaskResult {
-    let first = probe(&job).await?;
-    if first.success_file && !matches!(first.probe, Probe::Launched(_)) {
-        return Ok(format!(
-            "bootstrap completed before ({SUCCESS_PATH} found); not starting it again"
-        ));
-    }
-    match first.probe {
-        Probe::SentinelOnly => {
-            return Ok(
-                "bootstrap was started before (sentinel file found); not starting it again".into(),
-            );
+/// The first look at the node: with a script to run, one exec stages it, launches it unless
+/// bootstrap happened here already, and reads the status; without one (the data is missing or
+/// invalid), a plain read, which is enough where bootstrap was started before.
+async fn launch_or_probe(job: &BootstrapJob) -> Result<ProbeResult, TaskFailure> {
+    let script = match &job.plan {
+        Ok(plan) => runner::script(&plan.commands)
+            .map_err(|e| TaskFailure::terminal(format!("Invalid bootstrap data: {e}"))),
+        Err(message) => Err(TaskFailure::retryable(message.clone())),
+    };
+    let script = match script {
+        Ok(script) => script,
+        Err(failure) => {
+            let first = probe(job).await?;
+            return match first.probe {
+                Probe::Fresh if !first.success_file => Err(failure),
+                _ => Ok(first),
+            };
         }
-        Probe::Fresh => {
-            let plan = job
-                .plan
-                .as_ref()
-                .map_err(|message| TaskFailure::retryable(message.clone()))?;
+    };
+    let staged = runner::staging_path(&job.attempt);
+    let out = exec(
+        job,
+        &runner::launch_request(&staged, &script),
+        "start bootstrap",
+    )
+    .await?;
+    let text = out.stdout_text();
+    let first = complete_probe(job, &text)?;
+    if runner::parse_launch(&text) == LaunchResult::Launched {
+        if let Ok(plan) = &job.plan {
             for warning in &plan.warnings {
                 tracing::info!(container = %job.container, warning = %warning, "Bootstrap data part skipped");
             }
-            let script = runner::script(&plan.commands)
-                .map_err(|e| TaskFailure::terminal(format!("Invalid bootstrap data: {e}")))?;
-            let staged = runner::staging_path(&job.attempt);
-            let launch = runner::launch_request(&staged, &script);
-            let launched = exec(&job, &launch, "start bootstrap").await?;
-            if launched.stdout_text().trim() == "launched" {
-                tracing::info!(container = %job.container, commands = plan.commands.len(), "Started bootstrap");
-                progress.report("Starting bootstrap");
-            }
+            tracing::info!(container = %job.container, commands = plan.commands.len(), "Started bootstrap");
         }
-        Probe::Launched(_) => {
-            tracing::info!(container = %job.container, "Following a bootstrap started earlier");
-        }
+    } else if matches!(first.probe, Probe::Launched(_)) {
+        tracing::info!(container = %job.container, "Following a bootstrap started earlier");
     }
-    observe(&job, &progress).await
+    Ok(first)
 }
 
-async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
+/// Runs the task to its end.
+pub async fn run(job: BootstrapJob, progress: Progress) -> TaskResult {
+    let first = launch_or_probe(&job).await?;
+    match first.probe {
+        Probe::Launched(_) => observe(&job, &progress, first).await,
+        _ if first.success_file => Ok(format!(
+            "bootstrap completed before ({SUCCESS_PATH} found); not starting it again"
+        )),
+        Probe::SentinelOnly => {
+            Ok("bootstrap was started before (sentinel file found); not starting it again".into())
+        }
+        Probe::Fresh => Err(TaskFailure::retryable(
+            "Bootstrap did not start in the node (was the container restarted?)",
+        )),
+    }
+}
+
+/// Follows the runner until it ends, from what the launch read (`first`). Each further read
+/// waits in the node while the runner is pending or running (a long poll), so a bootstrap that
+/// ends is seen at once and one that runs on is read once per poll interval.
+async fn observe(job: &BootstrapJob, progress: &Progress, first: ProbeResult) -> TaskResult {
     let mut failures = 0;
     let mut pending_since = tokio::time::Instant::now();
     let mut overdue_logged = false;
-    // The status last seen: the next probe waits in the node until it changes (a long poll)
-    // rather than sleeping here; without a digest (no `cksum` in the node) it polls.
-    let mut previous: Option<String> = None;
+    let mut first = Some(first);
     loop {
-        let request = match &previous {
-            Some(digest) => runner::wait_probe_request(digest, job.poll_interval),
-            None => runner::probe_request(),
-        };
         let probed_at = tokio::time::Instant::now();
-        let result = match probe_with(job, request).await {
-            Ok(result) => {
-                failures = 0;
-                result
-            }
-            Err(failure) => {
-                failures += 1;
-                if failures >= READ_FAILURES {
-                    return Err(failure);
+        let read_here = first.is_none();
+        let result = match first.take() {
+            Some(result) => result,
+            None => match probe_with(job, runner::wait_probe_request(job.poll_interval)).await {
+                Ok(result) => {
+                    failures = 0;
+                    result
                 }
-                previous = None;
-                tokio::time::sleep(job.poll_interval).await;
-                continue;
-            }
+                Err(failure) => {
+                    failures += 1;
+                    if failures >= READ_FAILURES {
+                        return Err(failure);
+                    }
+                    tokio::time::sleep(job.poll_interval).await;
+                    continue;
+                }
+            },
         };
         let status = match result.probe {
             Probe::Launched(status) => status,
@@ -201,11 +225,9 @@ async fn observe(job: &BootstrapJob, progress: &Progress) -> TaskResult {
                 }
             }
         }
-        previous = result.digest;
-        if previous.is_none() {
-            tokio::time::sleep(job.poll_interval).await;
-        } else {
-            // A status that keeps changing must not turn the long poll into a busy loop.
+        // A read that does not wait (a status file it cannot read) must not become a busy loop;
+        // the launch's read is followed at once.
+        if read_here {
             tokio::time::sleep_until(probed_at + MIN_PROBE_SPACING).await;
         }
     }

@@ -18,6 +18,7 @@ struct Node {
     /// CABPK's `/run/cluster-api/bootstrap-success.complete`.
     success_file: bool,
     launches: u32,
+    /// Scripts that became the node's runner.
     stages: Vec<Vec<u8>>,
     /// Status files returned by successive probes once launched (the last one repeats).
     statuses: Vec<String>,
@@ -43,19 +44,25 @@ fn simulate(fake: &FakeRuntime, node: Arc<Mutex<Node>>) {
     fake.on_exec(move |_, request: &ExecRequest| {
         let script = request.argv.get(2)?.clone();
         let mut node = node.lock().unwrap();
-        if script.contains("already-launched") {
-            if let Some(ExecStdin::Bytes(data)) = &request.stdin {
-                node.stages.push(data.clone());
+        // The launch request stages, launches (unless bootstrap happened here) and probes.
+        let mut text = String::new();
+        if script.contains("launch=already-launched") {
+            if node.success_file || (node.sentinel && !node.launched) {
+                text.push_str("launch=skipped\n");
+            } else if node.launched {
+                text.push_str("launch=already-launched\n");
+            } else {
+                // Only a launched script stays in the node (the launch removes the others).
+                if let Some(ExecStdin::Bytes(data)) = &request.stdin {
+                    node.stages.push(data.clone());
+                }
+                node.launched = true;
+                node.launches += 1;
+                text.push_str("launch=launched\n");
             }
-            if node.launched {
-                return out("already-launched\n");
-            }
-            node.launched = true;
-            node.launches += 1;
-            return out("launched\n");
         }
         if script.contains("echo \"now=") {
-            let mut text = "now=1700000100\n".to_string();
+            text.push_str("now=1700000100\n");
             if node.success_file {
                 text.push_str("success=true\n");
             }
@@ -404,5 +411,5 @@ async fn a_node_with_cabpk_success_file_is_never_bootstrapped_again() {
     );
     let node = node.lock().unwrap();
     assert_eq!(node.launches, 0, "kubeadm is not run again");
-    assert!(node.stages.is_empty(), "no script is even staged");
+    assert!(node.stages.is_empty(), "no script is left in the node");
 }

@@ -572,19 +572,14 @@ async fn reconcile_node(
             .await;
             Ok(())
         }
+        // Logged, not published: the Node shows its providerID, and the machine's Events keep
+        // to its milestones (container provisioned, bootstrap completed) and its problems.
         Ok(NodeSync::Patched) => {
             tracing::info!(
                 node = node_name,
                 provider_id,
                 "Initialized the workload cluster Node"
             );
-            ctx.event(
-                work.original,
-                EventKind::Normal,
-                "NodeInitialized",
-                format!("Set providerID {provider_id} on Node {node_name}"),
-            )
-            .await;
             Ok(())
         }
         Err(error) => {

@@ -11,6 +11,7 @@ use crate::api::v1beta2::{DockerMachine, DockerMachinePool};
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
 use crate::controllers::meta::{cluster_label, is_deleting, owner_machine};
+use crate::docker::Removal;
 use crate::docker::node::{MACHINE_POOL_LABEL, cluster_selector, delete_node};
 
 /// Deletes the pool's machines and containers.
@@ -62,7 +63,11 @@ pub async fn reconcile(ctx: &Context, pool: &DockerMachinePool, fetched: &Fetche
                 pool.name_any()
             )))?;
         for container in leftovers {
-            delete_node(ctx.runtime.as_ref(), &container.name).await?;
+            if delete_node(ctx.runtime.as_ref(), &container.name).await? == Removal::InProgress {
+                return Err(Error::NotFinished {
+                    what: format!("container {} to be removed", container.name),
+                });
+            }
             tracing::info!(container = %container.name, "Deleted a pool container without a DockerMachine");
             ctx.event(
                 pool,

@@ -19,7 +19,7 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 
 use self::convert::map_err;
-use super::runtime::{ContainerRuntime, LineMatch, RuntimeError};
+use super::runtime::{ContainerRuntime, LineMatch, Removal, RuntimeError};
 use super::types::{
     ContainerInfo, ContainerSpec, ContainerSummary, Engine, EngineKind, ExecOutput, ExecRequest,
     HostInfo, Labels, NetworkInfo, NetworkSpec,
@@ -301,21 +301,21 @@ impl DockerEngine {
         }
     }
 
-    async fn remove_quietly(&self, name: &str) -> Result<(), RuntimeError> {
+    async fn remove_quietly(&self, name: &str) -> Result<Removal, RuntimeError> {
         let options = RemoveContainerOptionsBuilder::default()
             .force(true)
             .v(true)
             .build();
         let removed = self.docker.remove_container(name, Some(options));
         match self.call(format!("delete container {name}"), removed).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
+            Ok(()) => Ok(Removal::Gone),
+            Err(e) if e.is_not_found() => Ok(Removal::Gone),
             // The engine refuses while a removal of the same container is in progress.
             Err(e)
                 if e.engine_message()
                     .is_some_and(|m| m.contains("already in progress")) =>
             {
-                Ok(())
+                Ok(Removal::InProgress)
             }
             Err(e) => Err(e),
         }
@@ -492,7 +492,7 @@ impl ContainerRuntime for DockerEngine {
             .await
     }
 
-    async fn delete_container(&self, name: &str) -> Result<(), RuntimeError> {
+    async fn delete_container(&self, name: &str) -> Result<Removal, RuntimeError> {
         self.remove_quietly(name).await
     }
 

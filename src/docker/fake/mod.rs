@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use ipnetwork::{IpNetwork, Ipv4Network};
 
-use super::runtime::{ContainerRuntime, LineMatch, RuntimeError};
+use super::runtime::{ContainerRuntime, LineMatch, Removal, RuntimeError};
 use super::types::{
     ContainerInfo, ContainerSpec, ContainerSummary, EndpointAddresses, Engine, ExecOutput,
     ExecRequest, ExecStdin, HostInfo, Labels, NetworkInfo, NetworkSpec, PublishedPort,
@@ -588,11 +588,11 @@ impl ContainerRuntime for FakeRuntime {
         }
     }
 
-    async fn delete_container(&self, name: &str) -> Result<(), RuntimeError> {
+    async fn delete_container(&self, name: &str) -> Result<Removal, RuntimeError> {
         let mut state = self.enter(Op::DeleteContainer, Call::DeleteContainer(name.to_string()))?;
         state.containers.remove(name);
         state.files.retain(|(c, _), _| c != name);
-        Ok(())
+        Ok(Removal::Gone)
     }
 
     async fn container_logs(&self, name: &str) -> Result<String, RuntimeError> {

@@ -20,7 +20,7 @@ use super::node::{
     DEFAULT_PUBLISH_ADDRESS, IpFamily, NodeRole, endpoint_on_network, load_balancer_container_name,
     primary_ip, role_selector,
 };
-use super::runtime::{ContainerRuntime, RuntimeError, ensure_image};
+use super::runtime::{ContainerRuntime, Removal, RunFailure, RuntimeError, run_from_image};
 use super::types::{ContainerInfo, ContainerSpec, ContainerSummary, Labels, PortPublish};
 
 /// Image repository used when `spec.loadBalancer.imageRepository` is empty.
@@ -240,16 +240,15 @@ pub async fn create_load_balancer(
             source,
         }
     };
-    ensure_image(runtime, &spec.image)
+    run_from_image(runtime, &spec.container_spec())
         .await
-        .map_err(|source| LoadBalancerError::Image {
-            image: spec.image.clone(),
-            source,
+        .map_err(|failure| match failure {
+            RunFailure::Image(source) => LoadBalancerError::Image {
+                image: spec.image.clone(),
+                source,
+            },
+            RunFailure::Container(source) => runtime_err("run")(source),
         })?;
-    runtime
-        .run_container(&spec.container_spec())
-        .await
-        .map_err(runtime_err("run"))?;
     runtime
         .inspect_container(&name)
         .await
@@ -282,14 +281,15 @@ pub async fn find_load_balancer(
     }
 }
 
-/// Removes the cluster's load balancer container (with its anonymous volumes); succeeds when absent.
+/// Removes the cluster's load balancer container (with its anonymous volumes); succeeds when
+/// absent, and says whether it is gone or another removal of it is still in progress.
 ///
 /// # Errors
 /// [`LoadBalancerError::Runtime`] when the engine refuses.
 pub async fn delete_load_balancer(
     runtime: &dyn ContainerRuntime,
     cluster: &str,
-) -> Result<(), LoadBalancerError> {
+) -> Result<Removal, LoadBalancerError> {
     let container = load_balancer_container_name(cluster);
     runtime
         .delete_container(&container)

@@ -6,7 +6,9 @@ use tokio::time::Instant;
 
 use super::addresses::{IpFamily, MachineAddress, endpoint_on_network, machine_addresses};
 use super::{CLUSTER_LABEL, NodeSpec, cluster_selector};
-use crate::docker::runtime::{ContainerRuntime, LineMatch, RuntimeError, ensure_image};
+use crate::docker::runtime::{
+    ContainerRuntime, LineMatch, Removal, RunFailure, RuntimeError, ensure_image, run_from_image,
+};
 use crate::docker::types::{ContainerInfo, ContainerSummary, ExecOutput, ExecRequest};
 
 /// What the node image's systemd logs once booted (a regex in CAPD: `Reached target .*Multi-User System.*`).
@@ -144,7 +146,8 @@ fn runtime_err(action: &'static str, container: &str) -> impl FnOnce(RuntimeErro
 }
 
 /// Creates and starts the node container described by `spec` and returns what the engine reports.
-/// The image is used when present locally and pulled otherwise; a failed start leaves nothing.
+/// The image is used when present locally and pulled otherwise ([`run_from_image`]); a failed
+/// start leaves nothing.
 ///
 /// # Errors
 /// [`NodeError::Image`] when the image is unavailable, [`NodeError::Runtime`] when the engine
@@ -153,16 +156,15 @@ pub async fn create_node(
     runtime: &dyn ContainerRuntime,
     spec: &NodeSpec,
 ) -> Result<ContainerInfo, NodeError> {
-    ensure_image(runtime, &spec.image)
+    run_from_image(runtime, &spec.container_spec())
         .await
-        .map_err(|source| NodeError::Image {
-            image: spec.image.clone(),
-            source,
+        .map_err(|failure| match failure {
+            RunFailure::Image(source) => NodeError::Image {
+                image: spec.image.clone(),
+                source,
+            },
+            RunFailure::Container(source) => runtime_err("run", &spec.name)(source),
         })?;
-    runtime
-        .run_container(&spec.container_spec())
-        .await
-        .map_err(runtime_err("run", &spec.name))?;
     runtime
         .inspect_container(&spec.name)
         .await
@@ -259,11 +261,12 @@ pub fn addresses_on_network(
     machine_addresses(&info.name, &endpoint, family)
 }
 
-/// Removes a node container by force with its anonymous volumes; succeeds when already gone.
+/// Removes a node container by force with its anonymous volumes; succeeds when already gone,
+/// and says whether it is gone or another removal of it is still in progress.
 ///
 /// # Errors
 /// [`NodeError::Runtime`] when the engine refuses.
-pub async fn delete_node(runtime: &dyn ContainerRuntime, name: &str) -> Result<(), NodeError> {
+pub async fn delete_node(runtime: &dyn ContainerRuntime, name: &str) -> Result<Removal, NodeError> {
     runtime
         .delete_container(name)
         .await
