@@ -3,8 +3,8 @@
 //!
 //! Every call goes to the inner runtime, unchanged (but for the host facts, below). A call that
 //! fails because the engine could not be reached ([`RuntimeError::Unreachable`]), or that has had
-//! no answer for
-//! [`Timings::slow_call`], wakes the [`EngineWatcher`], which pings the engine: a ping without an
+//! no answer for [`Timings::slow_call`] (beyond the wait it makes by design: following a log until
+//! a line appears), wakes the [`EngineWatcher`], which pings the engine: a ping without an
 //! answer within [`Timings::ping_timeout`] is an outage, reported once ([`EngineReport::Down`]).
 //! The watcher then pings every [`Timings::retry_interval`] (and at once when a call gets an
 //! answer) until the engine answers, and reports [`EngineReport::Up`]. A ping that is answered
@@ -147,10 +147,20 @@ impl MonitoredRuntime {
         &self,
         call: impl Future<Output = Result<T, RuntimeError>>,
     ) -> Result<T, RuntimeError> {
+        self.observe_waiting(Duration::ZERO, call).await
+    }
+
+    /// [`Self::observe`] for a call that waits by design for up to `wait` (a log line still to
+    /// be written): it counts as slow only once it has had no answer for `wait` more.
+    async fn observe_waiting<T>(
+        &self,
+        wait: Duration,
+        call: impl Future<Output = Result<T, RuntimeError>>,
+    ) -> Result<T, RuntimeError> {
         let mut call = std::pin::pin!(call);
         let result = tokio::select! {
             result = &mut call => result,
-            () = tokio::time::sleep(self.slow_call) => {
+            () = tokio::time::sleep(self.slow_call + wait) => {
                 self.shared.suspect();
                 call.await
             }
@@ -294,7 +304,7 @@ impl ContainerRuntime for MonitoredRuntime {
         matches: &LineMatch,
         timeout: Duration,
     ) -> Result<bool, RuntimeError> {
-        self.observe(self.inner.follow_logs(name, matches, timeout))
+        self.observe_waiting(timeout, self.inner.follow_logs(name, matches, timeout))
             .await
     }
 
@@ -452,6 +462,41 @@ mod tests {
         stop.cancel();
         assert_eq!(next(&mut reports).await, None, "nothing reported");
         assert!(!runtime.is_down());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_log_line_awaited_longer_than_a_slow_call_is_no_sign_of_an_outage() {
+        let fake = FakeRuntime::new();
+        fake.add_image("node:test");
+        fake.add_network(NetworkInfo {
+            id: "net".into(),
+            name: "kind".into(),
+            ..Default::default()
+        });
+        let spec = ContainerSpec {
+            name: "c1".into(),
+            image: "node:test".into(),
+            network: "kind".into(),
+            ..Default::default()
+        };
+        fake.run_container(&spec).await.unwrap();
+        let (runtime, mut reports, stop) = watched(&fake);
+        // A node that takes twice the slow-call time to boot.
+        let writer = fake.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(FAST.slow_call * 2).await;
+            writer.set_logs("c1", "Reached target Multi-User System.\n");
+        });
+        let booted = |line: &str| line.contains("Multi-User System");
+        assert!(
+            runtime
+                .follow_logs("c1", &booted, Duration::from_secs(30))
+                .await
+                .unwrap()
+        );
+        stop.cancel();
+        assert_eq!(next(&mut reports).await, None);
+        assert_eq!(pings(&fake), 0, "waiting for the line is no slow answer");
     }
 
     #[tokio::test]

@@ -48,7 +48,7 @@ struct Args {
     /// Repetitions of every figure (default 3, 1 with --quick).
     #[arg(long)]
     repetitions: Option<usize>,
-    /// Machine counts (default 1,10,30; 1,10 with --quick).
+    /// Machine counts (default 1,10,30,100; 1,10 with --quick).
     #[arg(long, value_delimiter = ',')]
     sizes: Option<Vec<usize>>,
     /// Machines kept provisioned for the rest measurement (default 100, 20 with --quick).
@@ -197,7 +197,7 @@ async fn main() -> Result<()> {
         if args.quick {
             vec![1, 10]
         } else {
-            vec![1, 10, 30]
+            vec![1, 10, 30, 100]
         }
     });
     let rest_machines = args
