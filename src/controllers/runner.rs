@@ -269,27 +269,41 @@ pub fn probe_request() -> ExecRequest {
 }
 
 /// Like [`probe_request`], but first waits inside the node, up to `wait`, while the runner is
-/// pending or running: an ended bootstrap (its status, or CABPK's success file appearing) is seen
-/// within 100 ms, and a bootstrap that runs on is read once per `wait`, whatever its steps do.
+/// pending or running: an ended bootstrap is seen within 20 ms where the node has GNU `tail` and
+/// `timeout` (kind's images do), else within 100 ms; CABPK's success file appearing while the
+/// runner goes on, and the steps of a bootstrap that runs on, are read once per `wait`.
 pub fn wait_probe_request(wait: Duration) -> ExecRequest {
     let tenths = wait.as_millis().div_ceil(100).max(1);
     let script = wait_probe_script(NODE_PATHS, tenths);
     ExecRequest::new(["/bin/sh", "-c", script.as_str()]).timeout(COMMAND_TIMEOUT)
 }
 
-/// The status file's first line is its state (see the runner script's `status`); `read` is the
-/// shell's own, so the wait needs no tool of the node's.
+/// The status file's first line is its state and one line its `pid` (see the runner script's
+/// `status`). The wait follows the runner's process with `tail --pid`, which checks it every
+/// 20 ms without starting a process each time; where that cannot run (no GNU `tail`, no
+/// `timeout`, no pid yet), or the process ended without a final status, it polls the status
+/// every 100 ms with the shell's own `read`.
 fn wait_probe_script(paths: Paths<'_>, tenths: u128) -> String {
     format!(
         r#"STATE={state}
+waiting() {{
+  [ ! -e {success} ] && {{ read -r line < "$STATE/status"; }} 2>/dev/null && {{ [ "$line" = state=running ] || [ "$line" = state=pending ]; }}
+}}
+pid=
+{{ while read -r field; do case $field in pid=*) pid=${{field#pid=}} ;; esac; done < "$STATE/status"; }} 2>/dev/null
 i=0
-while [ "$i" -lt {tenths} ] && [ ! -e {success} ] && {{ read -r line < "$STATE/status"; }} 2>/dev/null && {{ [ "$line" = state=running ] || [ "$line" = state=pending ]; }}; do
+if [ -n "$pid" ] && waiting; then
+  timeout {seconds} tail --pid="$pid" -s 0.02 -f /dev/null >/dev/null 2>&1
+  [ $? -eq 124 ] && i={tenths}
+fi
+while [ "$i" -lt {tenths} ] && waiting; do
   sleep 0.1 2>/dev/null || sleep 1
   i=$((i + 1))
 done
 {probe}"#,
         state = shell_quote(paths.state),
         success = shell_quote(paths.success),
+        seconds = format!("{}.{}", tenths / 10, tenths % 10),
         probe = probe_script(paths)
     )
 }

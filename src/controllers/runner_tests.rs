@@ -472,3 +472,66 @@ fn a_waiting_probe_waits_while_the_runner_runs_and_returns_as_soon_as_it_ends() 
     assert!(elapsed < Duration::from_millis(400), "{elapsed:?}");
     assert_eq!(result.probe, Probe::Fresh);
 }
+
+#[test]
+fn a_waiting_probe_follows_the_runner_s_process_and_still_waits_for_a_dead_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = node_files(dir.path());
+    let state = Path::new(&files[0]);
+    std::fs::create_dir_all(state).unwrap();
+    let status = state.join("status");
+    let running = |pid: u32| format!("state=running\nstep=1\ntotal=1\npid={pid}\n");
+    let timed = |tenths: u128| {
+        let started = Instant::now();
+        let result = parse_probe(&sh(&wait_probe_script(paths(&files), tenths), &[]));
+        assert!(result.complete);
+        (started.elapsed(), result)
+    };
+
+    // A runner that ends 300 ms from now, writing its final status: seen then, well within the
+    // 3 s window. (Reaped at once, as the node's init reaps the real one: a zombie still counts
+    // as running.)
+    let runner = Process::new("/bin/sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.3; printf 'state=succeeded\\nstep=1\\ntotal=1\\nexit=0\\n' > '{}'",
+            status.display()
+        ))
+        .spawn()
+        .unwrap();
+    std::fs::write(&status, running(runner.id())).unwrap();
+    let reaper = std::thread::spawn(move || {
+        let mut runner = runner;
+        runner.wait()
+    });
+    let (elapsed, result) = timed(30);
+    assert!(
+        elapsed >= Duration::from_millis(250) && elapsed < Duration::from_millis(1500),
+        "{elapsed:?}"
+    );
+    assert!(matches!(
+        result.probe,
+        Probe::Launched(RunnerStatus {
+            state: RunnerState::Succeeded,
+            ..
+        })
+    ));
+    reaper.join().unwrap().unwrap();
+
+    // A runner that keeps running: the whole window (5 × 100 ms).
+    let mut busy = Process::new("sleep").arg("10").spawn().unwrap();
+    std::fs::write(&status, running(busy.id())).unwrap();
+    let (elapsed, _) = timed(5);
+    assert!(
+        elapsed >= Duration::from_millis(450) && elapsed < Duration::from_millis(3000),
+        "{elapsed:?}"
+    );
+    let _ = busy.kill();
+    let _ = busy.wait();
+
+    // A runner killed without a final status (its process gone, the status still running): the
+    // whole window too, never a probe that answers at once again and again.
+    std::fs::write(&status, running(busy.id())).unwrap();
+    let (elapsed, _) = timed(5);
+    assert!(elapsed >= Duration::from_millis(450), "{elapsed:?}");
+}

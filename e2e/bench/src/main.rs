@@ -330,6 +330,14 @@ async fn main() -> Result<()> {
         );
         rows.push(
             Row::single(
+                format!("test API server CPU N={n}"),
+                "cpu-s",
+                &pick(|r| r.api_server_cpu_seconds),
+            )
+            .note("the benchmark's process (both test API servers, its watches), creation to deletion"),
+        );
+        rows.push(
+            Row::single(
                 format!("API writes / machine N={n}"),
                 "writes",
                 &pick(|r| r.writes_per_machine),
