@@ -104,6 +104,40 @@ impl Guard {
         }
     }
 
+    /// Waits, for at most `max`, until the 1-minute load average is no longer above the busy
+    /// limit (the last repetition's own work, or a build, lifts it for a minute or two after it
+    /// ended); returns the sample the repetition starts with.
+    ///
+    /// # Errors
+    /// When `/proc` cannot be read.
+    pub async fn settle(&self, label: &str, max: std::time::Duration) -> Result<Sample> {
+        let limit = self.cores as f64 * BUSY_LOAD_PER_CORE;
+        let started = std::time::Instant::now();
+        let mut told = false;
+        loop {
+            let sample = Sample::read()?;
+            if sample.load <= limit || started.elapsed() >= max {
+                if told {
+                    eprintln!(
+                        "{label}: load average {:.2} after {:.0} s",
+                        sample.load,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                return Ok(sample);
+            }
+            if !told {
+                told = true;
+                eprintln!(
+                    "{label}: waiting up to {} s for the load average ({:.2}) to fall to {limit:.1}",
+                    max.as_secs(),
+                    sample.load
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        }
+    }
+
     /// Records the repetition `label` that ran between `start` and `end`; prints both, and a
     /// warning when the machine was busy.
     pub fn record(&mut self, label: &str, start: &Sample, end: &Sample) {

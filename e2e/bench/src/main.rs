@@ -63,6 +63,10 @@ struct Args {
     /// The manager's --dockermachine-concurrency (the floor uses the same parallelism).
     #[arg(long, default_value_t = 100)]
     concurrency: usize,
+    /// Before each repetition, wait up to this many seconds for the 1-minute load average to fall
+    /// to half the core count (0: start at once).
+    #[arg(long, default_value_t = 240)]
+    settle: u64,
     /// Where the managers' log goes, appended (default: a temporary file removed at the end).
     #[arg(long)]
     manager_log: Option<PathBuf>,
@@ -203,6 +207,7 @@ async fn main() -> Result<()> {
     let rest_machines = args
         .rest_machines
         .unwrap_or(if args.quick { 20 } else { 100 });
+    let settle = Duration::from_secs(args.settle);
     let rest_window =
         Duration::from_secs(
             args.rest_seconds
@@ -275,8 +280,9 @@ async fn main() -> Result<()> {
     for &n in &sizes {
         let (mut floor_up, mut floor_down, mut runs) = (Vec::new(), Vec::new(), Vec::new());
         for rep in 0..repetitions {
-            let start = Sample::read()?;
-            eprintln!("N={n} repetition {}/{repetitions}: floor", rep + 1);
+            let label = format!("N={n} repetition {}/{repetitions}", rep + 1);
+            let start = guard.settle(&label, settle).await?;
+            eprintln!("{label}: floor");
             let (network, cluster) = run.place(&mut cleanup, "f");
             if n == sizes[0] {
                 lb_floor.push(floor.load_balancer(&network, &cluster).await?.as_secs_f64());
@@ -285,7 +291,7 @@ async fn main() -> Result<()> {
             floor_up.push(up.as_secs_f64());
             floor_down.push(floor.delete(&names).await?.as_secs_f64());
 
-            eprintln!("N={n} repetition {}/{repetitions}: provider", rep + 1);
+            eprintln!("{label}: provider");
             let (network, cluster) = run.place(&mut cleanup, "p");
             let result =
                 provider::lifecycle(run.settings(&network), &runtime, &workload, &cluster, n)
@@ -294,7 +300,6 @@ async fn main() -> Result<()> {
                 lb_provider.push(result.load_balancer);
             }
             runs.push(result);
-            let label = format!("N={n} repetition {}/{repetitions}", rep + 1);
             guard.record(&label, &start, &Sample::read()?);
         }
         let pick = |f: fn(&LifecycleRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
@@ -371,20 +376,20 @@ async fn main() -> Result<()> {
         let n = args.pool_size;
         let (mut floor_up, mut pool_up) = (Vec::new(), Vec::new());
         for rep in 0..repetitions {
-            let start = Sample::read()?;
-            eprintln!("pool N={n} repetition {}/{repetitions}: floor", rep + 1);
+            let label = format!("pool N={n} repetition {}/{repetitions}", rep + 1);
+            let start = guard.settle(&label, settle).await?;
+            eprintln!("{label}: floor");
             let (network, cluster) = run.place(&mut cleanup, "f");
             let (up, names) = floor.provision(&network, &cluster, n).await?;
             floor_up.push(up.as_secs_f64());
             floor.delete(&names).await?;
 
-            eprintln!("pool N={n} repetition {}/{repetitions}: provider", rep + 1);
+            eprintln!("{label}: provider");
             let (network, cluster) = run.place(&mut cleanup, "p");
             pool_up.push(
                 provider::pool_scale_up(run.settings(&network), &workload, &cluster, n).await?,
             );
             remove_cluster(&cluster);
-            let label = format!("pool N={n} repetition {}/{repetitions}", rep + 1);
             guard.record(&label, &start, &Sample::read()?);
         }
         rows.push(
