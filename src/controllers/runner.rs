@@ -293,7 +293,7 @@ pid=
 {{ while read -r field; do case $field in pid=*) pid=${{field#pid=}} ;; esac; done < "$STATE/status"; }} 2>/dev/null
 i=0
 if [ -n "$pid" ] && waiting; then
-  timeout {seconds} tail --pid="$pid" -s 0.02 -f /dev/null >/dev/null 2>&1
+  timeout {whole}.{tenth} tail --pid="$pid" -s 0.02 -f /dev/null >/dev/null 2>&1
   [ $? -eq 124 ] && i={tenths}
 fi
 while [ "$i" -lt {tenths} ] && waiting; do
@@ -303,7 +303,8 @@ done
 {probe}"#,
         state = shell_quote(paths.state),
         success = shell_quote(paths.success),
-        seconds = format!("{}.{}", tenths / 10, tenths % 10),
+        whole = tenths / 10,
+        tenth = tenths % 10,
         probe = probe_script(paths)
     )
 }
