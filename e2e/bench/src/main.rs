@@ -115,14 +115,22 @@ fn remove_cluster(cluster: &str) {
     }
 }
 
+impl Cleanup {
+    /// Removes what the runs so far left: after every repetition, since the engine has address
+    /// space for about thirty networks and the full run places more than that.
+    fn sweep(&mut self) {
+        for cluster in self.clusters.drain(..) {
+            remove_cluster(&cluster);
+        }
+        for network in self.networks.drain(..) {
+            let _ = docker_cli(&["network", "rm", &network]);
+        }
+    }
+}
+
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for cluster in &self.clusters {
-            remove_cluster(cluster);
-        }
-        for network in &self.networks {
-            let _ = docker_cli(&["network", "rm", network]);
-        }
+        self.sweep();
     }
 }
 
@@ -153,8 +161,8 @@ impl Run {
         format!("{}{what}{}", self.prefix, self.counter)
     }
 
-    /// A fresh network and cluster name (`what`: f floor, p provider, r rest), both removed at
-    /// the end.
+    /// A fresh network and cluster name (`what`: f floor, p provider, r rest), both removed by
+    /// the next [`Cleanup::sweep`].
     fn place(&mut self, cleanup: &mut Cleanup, what: &str) -> (String, String) {
         let network = self.name("n");
         let cluster = self.name(what);
@@ -301,6 +309,7 @@ async fn main() -> Result<()> {
             }
             runs.push(result);
             guard.record(&label, &start, &Sample::read()?);
+            cleanup.sweep();
         }
         let pick = |f: fn(&LifecycleRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
         curve.push((
@@ -389,8 +398,8 @@ async fn main() -> Result<()> {
             pool_up.push(
                 provider::pool_scale_up(run.settings(&network), &workload, &cluster, n).await?,
             );
-            remove_cluster(&cluster);
             guard.record(&label, &start, &Sample::read()?);
+            cleanup.sweep();
         }
         rows.push(
             Row::versus(format!("pool scale-up N={n}"), "s", &floor_up, &pool_up).note(

@@ -20,8 +20,9 @@ use crate::controllers::tasks::{Progress, TaskFailure, TaskResult};
 use crate::docker::{ContainerRuntime, ExecOutput, ExecRequest};
 use crate::manager::error_chain;
 
-/// How often the runner's status is read when the node cannot wait for a change, and the
-/// longest wait for a change inside the node otherwise.
+/// The longest a read of the runner's status waits inside the node for the runner to end: a
+/// bootstrap that runs on is read (and its progress reported) this often. Also the pause after a
+/// failed read.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Shortest time between two reads of the runner's status.
