@@ -7,7 +7,9 @@
 #     engine's; a second release build of every dependency would cost more than it shows).
 # Usage: hack/bench.sh [--quick] [capd-bench flags, e.g. --repetitions 5 --sizes 1,10,30]
 #   --quick  one repetition, N = 1 and 10, 20 machines for 20 s at rest (a few minutes)
-# Not part of hack/test.sh: the full run takes about a quarter of an hour on 2 cores.
+# Not part of hack/test.sh: the full run (N = 1, 10, 30, 100) takes about 45 minutes on 2 cores,
+# most of it waiting before each repetition for the load left by the one before to settle
+# (--settle 0 starts at once, and marks such repetitions busy).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
