@@ -77,7 +77,6 @@ pub struct Progress {
     object: MachineRef,
     /// Set while a wake-up for reported progress is scheduled.
     progress_pending: Arc<AtomicBool>,
-    delay: Duration,
 }
 
 impl Progress {
@@ -106,9 +105,8 @@ impl Progress {
             let pending = self.progress_pending.clone();
             let trigger = self.trigger.clone();
             let object = self.object.clone();
-            let delay = self.delay;
             tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
+                tokio::time::sleep(PROGRESS_DELAY).await;
                 pending.store(false, Ordering::Release);
                 if still_running(&state) {
                     let _ = trigger.send(object);
@@ -137,7 +135,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct TaskRegistry {
     entries: Mutex<HashMap<TaskKey, Entry>>,
     trigger: mpsc::UnboundedSender<MachineRef>,
-    progress_delay: Duration,
 }
 
 impl std::fmt::Debug for TaskRegistry {
@@ -184,15 +181,7 @@ impl TaskRegistry {
         Self {
             entries: Mutex::new(HashMap::new()),
             trigger,
-            progress_delay: PROGRESS_DELAY,
         }
-    }
-
-    /// The same registry with another [`PROGRESS_DELAY`] (tests).
-    #[must_use]
-    pub fn with_progress_delay(mut self, delay: Duration) -> Self {
-        self.progress_delay = delay;
-        self
     }
 
     fn key(machine: &MachineRef, kind: TaskKind) -> TaskKey {
@@ -241,7 +230,6 @@ impl TaskRegistry {
             trigger: self.trigger.clone(),
             object: machine.clone(),
             progress_pending: Arc::new(AtomicBool::new(false)),
-            delay: self.progress_delay,
         };
         let future = work(progress.clone());
         let handle = tokio::spawn(async move {
