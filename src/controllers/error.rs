@@ -8,7 +8,7 @@ use crate::docker::kind::KindError;
 use crate::docker::loadbalancer::LoadBalancerError;
 use crate::docker::network::NetworkError;
 use crate::docker::node::NodeError;
-use crate::docker::{DOCKER_UNREACHABLE, RuntimeError, caused_by_unreachable_engine};
+use crate::docker::{DOCKER_UNREACHABLE, Removal, RuntimeError, caused_by_unreachable_engine};
 
 /// Why a reconcile failed. Every variant is transient from the controller's point of view: the
 /// object is retried with a per-object backoff. Terminal machine failures are not errors; they are
@@ -205,6 +205,21 @@ impl From<finalizer::Error<Error>> for Error {
     }
 }
 
+/// `Ok` when a removal left `container` gone; [`Error::NotFinished`] while another removal of it
+/// is still in progress, so that cleanup does not report success (and release its finalizer)
+/// before the container is really gone.
+///
+/// # Errors
+/// [`Error::NotFinished`] for [`Removal::InProgress`].
+pub fn removed(removal: Removal, container: impl std::fmt::Display) -> Result<()> {
+    match removal {
+        Removal::Gone => Ok(()),
+        Removal::InProgress => Err(Error::NotFinished {
+            what: format!("{container} to be removed"),
+        }),
+    }
+}
+
 /// Category of a Kubernetes client error. Conflicts (409) and invalid patches (422, which the
 /// finalizer helper's JSON patch test gets when another controller edited the finalizers at the
 /// same time) are transient and retried like any other error.
@@ -259,6 +274,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_removal_still_in_progress_is_not_finished() {
+        assert!(removed(Removal::Gone, "container c1-m1").is_ok());
+        let err = removed(Removal::InProgress, "container c1-m1").unwrap_err();
+        assert!(matches!(err, Error::NotFinished { .. }));
+        assert_eq!(err.to_string(), "wait for container c1-m1 to be removed");
+    }
 
     #[test]
     fn categories_are_stable_words() {

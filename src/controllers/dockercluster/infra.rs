@@ -4,10 +4,9 @@
 use crate::api::capi::Cluster;
 use crate::api::v1beta2::DockerCluster;
 use crate::controllers::context::{Context, EventKind};
-use crate::controllers::error::{Error, Result};
+use crate::controllers::error::{Error, Result, removed};
 use crate::controllers::kinds::ClusterView;
 use crate::controllers::loadbalancer::{control_plane_containers, ip_family, sync_backends};
-use crate::docker::Removal;
 use crate::docker::loadbalancer::{
     LoadBalancerError, LoadBalancerSpec, create_load_balancer, delete_load_balancer,
     find_load_balancer, image, load_balancer_ip, start_load_balancer,
@@ -251,11 +250,10 @@ pub async fn delete(ctx: &Context, docker_cluster: &ClusterView, cluster_name: &
     let runtime = ctx.runtime.as_ref();
     let name = load_balancer_container_name(cluster_name);
     let existed = find_load_balancer(runtime, cluster_name).await?.is_some();
-    if delete_load_balancer(runtime, cluster_name).await? == Removal::InProgress {
-        return Err(Error::NotFinished {
-            what: format!("load balancer container {name} to be removed"),
-        });
-    }
+    removed(
+        delete_load_balancer(runtime, cluster_name).await?,
+        format_args!("load balancer container {name}"),
+    )?;
     if existed {
         tracing::info!(container = %name, "Deleted the load balancer");
         ctx.event(

@@ -7,10 +7,9 @@ use super::container::container_name;
 use super::{Fetched, decide, status, write_status};
 use crate::api::conditions::set_condition;
 use crate::controllers::context::Context;
-use crate::controllers::error::{Error, Result};
+use crate::controllers::error::{Result, removed};
 use crate::controllers::kinds::MachineView;
 use crate::controllers::loadbalancer::sync_backends;
-use crate::docker::Removal;
 use crate::docker::loadbalancer::find_load_balancer;
 use crate::docker::node::{
     NodeRole, ROLE_LABEL, delete_node, inspect_node, machine_container_name,
@@ -58,11 +57,10 @@ async fn delete(ctx: &Context, docker_machine: &MachineView, fetched: &Fetched) 
     };
     let control_plane =
         found.labels.get(ROLE_LABEL).map(String::as_str) == Some(NodeRole::ControlPlane.as_str());
-    if delete_node(runtime, &name).await? == Removal::InProgress {
-        return Err(Error::NotFinished {
-            what: format!("container {name} to be removed"),
-        });
-    }
+    removed(
+        delete_node(runtime, &name).await?,
+        format_args!("container {name}"),
+    )?;
     tracing::info!(container = %name, "Deleted the node container");
     if control_plane && find_load_balancer(runtime, cluster_name).await?.is_some() {
         let namespace = docker_machine.namespace().unwrap_or_default();

@@ -9,9 +9,8 @@ use kube::ResourceExt;
 use super::{Fetched, delete_if_present, delete_machine, pool_docker_machines};
 use crate::api::v1beta2::{DockerMachine, DockerMachinePool};
 use crate::controllers::context::{Context, EventKind};
-use crate::controllers::error::{Error, Result};
+use crate::controllers::error::{Error, Result, removed};
 use crate::controllers::meta::{cluster_label, is_deleting, owner_machine};
-use crate::docker::Removal;
 use crate::docker::node::{MACHINE_POOL_LABEL, cluster_selector, delete_node};
 
 /// Deletes the pool's machines and containers.
@@ -63,11 +62,10 @@ pub async fn reconcile(ctx: &Context, pool: &DockerMachinePool, fetched: &Fetche
                 pool.name_any()
             )))?;
         for container in leftovers {
-            if delete_node(ctx.runtime.as_ref(), &container.name).await? == Removal::InProgress {
-                return Err(Error::NotFinished {
-                    what: format!("container {} to be removed", container.name),
-                });
-            }
+            removed(
+                delete_node(ctx.runtime.as_ref(), &container.name).await?,
+                format_args!("container {}", container.name),
+            )?;
             tracing::info!(container = %container.name, "Deleted a pool container without a DockerMachine");
             ctx.event(
                 pool,
