@@ -481,9 +481,37 @@ fn a_waiting_probe_follows_the_runner_s_process_and_still_waits_for_a_dead_one()
     std::fs::create_dir_all(state).unwrap();
     let status = state.join("status");
     let running = |pid: u32| format!("state=running\nstep=1\ntotal=1\npid={pid}\n");
+    // The node's `tail`, wrapped to record how it is called: the runner's process is followed by
+    // it, not only seen through the status poll.
+    let real_tail = sh("command -v tail", &[]).trim().to_string();
+    assert!(!real_tail.is_empty(), "this machine has tail");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tail_log = dir.path().join("tail.log");
+    std::fs::write(
+        bin.join("tail"),
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{real_tail}' \"$@\"\n",
+            tail_log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("tail"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let timed = |tenths: u128| {
         let started = Instant::now();
-        let result = parse_probe(&sh(&wait_probe_script(paths(&files), tenths), &[]));
+        let out = Process::new("/bin/sh")
+            .arg("-c")
+            .arg(wait_probe_script(paths(&files), tenths))
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let result = parse_probe(&String::from_utf8_lossy(&out.stdout));
         assert!(result.complete);
         (started.elapsed(), result)
     };
@@ -499,7 +527,8 @@ fn a_waiting_probe_follows_the_runner_s_process_and_still_waits_for_a_dead_one()
         ))
         .spawn()
         .unwrap();
-    std::fs::write(&status, running(runner.id())).unwrap();
+    let reaper_pid = runner.id();
+    std::fs::write(&status, running(reaper_pid)).unwrap();
     let reaper = std::thread::spawn(move || {
         let mut runner = runner;
         runner.wait()
@@ -516,7 +545,13 @@ fn a_waiting_probe_follows_the_runner_s_process_and_still_waits_for_a_dead_one()
             ..
         })
     ));
+    let pid = reaper_pid;
     reaper.join().unwrap().unwrap();
+    let followed = std::fs::read_to_string(&tail_log).unwrap_or_default();
+    assert!(
+        followed.contains(&format!("--pid={pid}")),
+        "the runner's process was followed: {followed:?}"
+    );
 
     // A runner that keeps running: the whole window (5 × 100 ms).
     let mut busy = Process::new("sleep").arg("10").spawn().unwrap();
