@@ -3,8 +3,10 @@
 # figures also go to out/bench.json (git-ignored). Builds what it needs:
 #   - the test images (e2e/images/build.sh; nothing is pulled),
 #   - the manager image (hack/image-build.sh: a static release build; its binary is the one measured),
-#   - the benchmark binary (e2e/bench, dev profile: it mostly waits, and the floor's time is the
-#     engine's; a second release build of every dependency would cost more than it shows).
+#   - the benchmark binary (e2e/bench), optimised like the manager and for the same target and
+#     flags, so that it reuses the manager's release dependencies: it holds the in-process test
+#     API servers, whose CPU the provider's run shares with the engine (a debug build took about
+#     4× the manager's CPU, a cost kube-apiserver's optimised build does not have).
 # Usage: hack/bench.sh [--quick] [capd-bench flags, e.g. --repetitions 5 --sizes 1,10,30]
 #   --quick  one repetition, N = 1 and 10, 20 machines for 20 s at rest (a few minutes)
 # Not part of hack/test.sh: the full run (N = 1, 10, 30, 100) takes about 45 minutes on 2 cores,
@@ -21,10 +23,12 @@ bash e2e/images/build.sh >&2
 echo "--- manager image $image" >&2
 bash hack/image-build.sh "$image" >&2
 echo "--- benchmark binary" >&2
-cargo build --locked -p capd-bench >&2
+target=x86_64-unknown-linux-gnu
+RUSTFLAGS='-C target-feature=+crt-static' \
+  cargo build --release --locked --target "$target" -p capd-bench >&2
 
-exec target/debug/capd-bench \
-  --manager target/x86_64-unknown-linux-gnu/release/manager \
+exec "target/$target/release/capd-bench" \
+  --manager "target/$target/release/manager" \
   --image "$image" \
   --out out/bench.json \
   "$@"

@@ -2,8 +2,8 @@
 //! provider's Docker layer (no Kubernetes, no manager, no polling intervals).
 //!
 //! A node: create and start the container the provider would run (same [`NodeSpec`], so the same
-//! run options), wait for its init to report the multi-user target (read as fast as the engine
-//! answers), and run the bootstrap commands the provider would run (the translated plan of the
+//! run options), wait for its init to report the multi-user target (on the engine's followed log,
+//! as the provider does: the line is seen as it is written, with one call), and run the bootstrap commands the provider would run (the translated plan of the
 //! same cloud-config), one `exec` each. Nodes run concurrently up to the manager's
 //! `--dockermachine-concurrency`. The load balancer: the provider's network, container and
 //! configuration, applied once.
@@ -18,7 +18,7 @@ use capd::docker::loadbalancer::{
     ConfigData, LoadBalancerSpec, apply_config, create_load_balancer, render_config,
 };
 use capd::docker::network::ensure_network;
-use capd::docker::node::{HostQuirks, NodeRole, NodeSpec, is_multi_user_line};
+use capd::docker::node::{HostQuirks, NodeRole, NodeSpec, wait_for_multi_user};
 use capd::docker::{ContainerRuntime, ExecRequest, Labels, NetworkInfo};
 use futures::{StreamExt, TryStreamExt};
 
@@ -57,13 +57,14 @@ impl Floor {
             .context("translate the cloud-config")
     }
 
-    async fn node_spec(
+    /// The spec of node `name`; `host` is read once per run, as the manager reads it once.
+    fn node_spec(
         &self,
+        host: &HostQuirks,
         network: &NetworkInfo,
         cluster: &str,
         name: &str,
     ) -> Result<NodeSpec> {
-        let host = self.runtime.host_info().await?;
         let mode = mapping(&self.version, Some(&self.node_image))?.mode;
         let mut spec = NodeSpec::new(
             cluster,
@@ -74,7 +75,7 @@ impl Floor {
         );
         spec.mode = mode;
         spec.network_subnets.clone_from(&network.subnets);
-        spec.host = HostQuirks::detect(&host);
+        spec.host = host.clone();
         Ok(spec)
     }
 
@@ -88,10 +89,11 @@ impl Floor {
     ) -> Result<(Duration, Vec<String>)> {
         let plan = self.plan()?;
         let info = ensure_network(self.runtime.as_ref(), network, &Labels::new()).await?;
+        let host = HostQuirks::detect(&self.runtime.host_info().await?);
         let names: Vec<String> = (0..n).map(|i| format!("{cluster}-w{i}")).collect();
         let started = Instant::now();
         futures::stream::iter(names.iter())
-            .map(|name| self.node(&info, cluster, name, &plan))
+            .map(|name| self.node(&host, &info, cluster, name, &plan))
             .buffer_unordered(self.concurrency.max(1))
             .try_collect::<Vec<()>>()
             .await?;
@@ -100,27 +102,20 @@ impl Floor {
 
     async fn node(
         &self,
+        host: &HostQuirks,
         network: &NetworkInfo,
         cluster: &str,
         name: &str,
         plan: &Plan,
     ) -> Result<()> {
-        let spec = self.node_spec(network, cluster, name).await?;
+        let spec = self.node_spec(host, network, cluster, name)?;
         self.runtime
             .run_container(&spec.container_spec())
             .await
             .with_context(|| format!("run {name}"))?;
-        let booted = Instant::now();
-        loop {
-            let logs = self.runtime.container_logs(name).await?;
-            if logs.lines().any(is_multi_user_line) {
-                break;
-            }
-            if booted.elapsed() > BOOT_TIMEOUT {
-                bail!("{name} did not boot within {BOOT_TIMEOUT:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for_multi_user(self.runtime.as_ref(), name, BOOT_TIMEOUT)
+            .await
+            .with_context(|| format!("boot {name}"))?;
         for command in &plan.commands {
             let mut request = ExecRequest::new(command.argv.clone());
             if let Some(stdin) = &command.stdin {
