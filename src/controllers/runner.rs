@@ -165,9 +165,14 @@ attempt() {{
 /// the private file `staged` next to [`STATE_DIR`] and checks it arrived whole; unless bootstrap
 /// happened here already (CABPK's success file, or the bootstrap sentinel, exists), takes the lock
 /// ([`STATE_DIR`]) and starts the runner detached; then prints what a [`probe_request`] prints,
-/// preceded by `launch=launched`, `launch=already-launched` (another launch got there first) or
-/// `launch=skipped` (see [`LaunchResult`]). A staged file that is not launched is removed, and a
-/// script cut short is never launched.
+/// preceded by `launch=launched`, `launch=already-launched` (another launch got there first),
+/// `launch=skipped` or `launch=runtime-not-ready` (see [`LaunchResult`]). A staged file that is
+/// not launched is removed, and a script cut short is never launched.
+///
+/// Before it takes the lock, the launch waits for the node's container runtime to answer
+/// `crictl ps`, every 500 ms for up to 4 s (CAPD's wait after the node booted): bootstrap
+/// (kubeadm) needs it, and one exec does what two did. A runtime that does not answer leaves the
+/// node fresh, and the launch is tried again.
 ///
 /// The engine signals the process of an exec whose client went away (a manager killed, a
 /// connection to the engine cut): the launch runs in a child process, which the signal does not
@@ -201,6 +206,20 @@ fn launch_script(paths: Paths<'_>) -> String {
         r#"(
 STATE={state}
 if [ -e {success} ] || {{ [ -e {sentinel} ] && [ ! -d "$STATE" ]; }}; then rm -f "$1"; echo launch=skipped; exit 0; fi
+if [ ! -d "$STATE" ]; then
+  tries=1
+  until out=$({{ {runtime}; }} 2>&1 </dev/null); do
+    code=$?
+    if [ "$tries" -ge {attempts} ]; then
+      rm -f "$1"
+      echo launch=runtime-not-ready
+      printf 'runtime=%s exited with status %s: %s\n' {runtime_name} "$code" "$(printf '%s\n' "$out" | tail -n 1 | cut -c 1-200)"
+      exit 0
+    fi
+    tries=$((tries + 1))
+    sleep 0.5 2>/dev/null || sleep 1
+  done
+fi
 mkdir -p "$(dirname "$STATE")" || exit 1
 if ! mkdir "$STATE" 2>/dev/null; then rm -f "$1"; echo launch=already-launched; exit 0; fi
 printf 'state=pending\n' > "$STATE/status"
@@ -217,11 +236,18 @@ wait $! || exit 1"#,
         state = shell_quote(paths.state),
         success = shell_quote(paths.success),
         sentinel = shell_quote(paths.sentinel),
+        runtime = paths.runtime_check,
+        runtime_name = shell_quote(paths.runtime_check),
+        attempts = RUNTIME_ATTEMPTS,
     )
 }
 
+/// How often the launch runs the runtime check, 500 ms apart: 4 s in all, as CAPD waits for
+/// `crictl ps` after the node booted.
+const RUNTIME_ATTEMPTS: u32 = 9;
+
 /// What the launch part of a [`launch_request`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LaunchResult {
     /// This request started the runner.
     Launched,
@@ -230,21 +256,29 @@ pub enum LaunchResult {
     /// Bootstrap happened here without the runner (CABPK's success file or the bootstrap
     /// sentinel exists): nothing was started.
     Skipped,
+    /// The node's container runtime did not answer `crictl ps` within 4 s: nothing was started.
+    /// The last failure (`crictl ps exited with status 1: ...`).
+    RuntimeNotReady(String),
     /// The output does not say (cut short).
     Unknown,
 }
 
 /// Parses the launch part of a [`launch_request`]'s output; the rest is [`parse_probe`]'s.
 pub fn parse_launch(text: &str) -> LaunchResult {
-    match fields(text).get("launch").copied() {
+    let map = fields(text);
+    match map.get("launch").copied() {
         Some("launched") => LaunchResult::Launched,
         Some("already-launched") => LaunchResult::AlreadyLaunched,
         Some("skipped") => LaunchResult::Skipped,
+        Some("runtime-not-ready") => LaunchResult::RuntimeNotReady(
+            map.get("runtime")
+                .map_or_else(String::new, |s| s.to_string()),
+        ),
         _ => LaunchResult::Unknown,
     }
 }
 
-/// The files a probe looks at inside the node.
+/// What the launch and the probes look at inside the node.
 #[derive(Debug, Clone, Copy)]
 struct Paths<'a> {
     /// The runner's state directory ([`STATE_DIR`]).
@@ -253,12 +287,15 @@ struct Paths<'a> {
     sentinel: &'a str,
     /// CABPK's success file ([`SUCCESS_PATH`]).
     success: &'a str,
+    /// The command that succeeds once the container runtime answers (`crictl ps`), shell text.
+    runtime_check: &'a str,
 }
 
 const NODE_PATHS: Paths<'static> = Paths {
     state: STATE_DIR,
     sentinel: SENTINEL_PATH,
     success: SUCCESS_PATH,
+    runtime_check: "crictl ps",
 };
 
 /// Reports the container clock, whether the runner was launched (with its status), whether the

@@ -31,27 +31,35 @@ fn node_files(root: &Path) -> [String; 3] {
     ["capd-bootstrap", "sentinel", "success"].map(|f| root.join(f).to_str().unwrap().to_string())
 }
 
+/// The node's files, with a container runtime that answers at once.
 fn paths(files: &[String; 3]) -> Paths<'_> {
     Paths {
         state: &files[0],
         sentinel: &files[1],
         success: &files[2],
+        runtime_check: "true",
     }
 }
 
 /// Launches `commands` staged under `root` (the node's files as [`node_files`] says); returns
 /// what the launch says it did.
 fn launch(root: &Path, commands: &[Command]) -> LaunchResult {
+    parse_launch(&launch_checking(root, commands, "true"))
+}
+
+/// Like [`launch`] with `runtime_check` as the node's runtime check; returns the launch's output.
+fn launch_checking(root: &Path, commands: &[Command], runtime_check: &str) -> String {
     let files = node_files(root);
     let text = script_in(&files[0], commands).unwrap();
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let staged = root.join(format!("staged-{n}.sh"));
     std::fs::write(&staged, text).unwrap();
-    parse_launch(&sh(
-        &launch_script(paths(&files)),
-        &[staged.to_str().unwrap()],
-    ))
+    let paths = Paths {
+        runtime_check,
+        ..paths(&files)
+    };
+    sh(&launch_script(paths), &[staged.to_str().unwrap()])
 }
 
 /// Probes with the state directory under `root` and CABPK's success file at `root/success`.
@@ -63,6 +71,7 @@ fn probe(root: &Path, sentinel: &Path) -> ProbeResult {
             state: state.to_str().unwrap(),
             sentinel: sentinel.to_str().unwrap(),
             success: success.to_str().unwrap(),
+            runtime_check: "true",
         }),
         &[],
     ))
@@ -569,4 +578,76 @@ fn a_waiting_probe_follows_the_runner_s_process_and_still_waits_for_a_dead_one()
     std::fs::write(&status, running(busy.id())).unwrap();
     let (elapsed, _) = timed(5);
     assert!(elapsed >= Duration::from_millis(450), "{elapsed:?}");
+}
+
+#[test]
+fn the_launch_waits_for_the_container_runtime_to_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = dir.path().join("made-by-bootstrap");
+    let tries = dir.path().join("tries");
+    // A runtime that answers at the third try.
+    let check = format!(
+        "echo x >> {tries}; [ \"$(wc -l < {tries})\" -ge 3 ]",
+        tries = crate::bootstrap::shell_quote(tries.to_str().unwrap())
+    );
+    let commands = [command(
+        &["touch", made.to_str().unwrap()],
+        None,
+        0,
+        "a file",
+    )];
+    let out = launch_checking(dir.path(), &commands, &check);
+    assert_eq!(parse_launch(&out), LaunchResult::Launched, "{out}");
+    assert_eq!(std::fs::read_to_string(&tries).unwrap().lines().count(), 3);
+    assert_eq!(wait_finished(dir.path()).state, RunnerState::Succeeded);
+    assert!(made.exists());
+}
+
+#[test]
+fn a_runtime_that_never_answers_leaves_the_node_fresh_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = node_files(dir.path());
+    let made = dir.path().join("made-by-bootstrap");
+    let commands = [command(
+        &["touch", made.to_str().unwrap()],
+        None,
+        0,
+        "a file",
+    )];
+    let started = Instant::now();
+    let out = launch_checking(
+        dir.path(),
+        &commands,
+        "echo 'connecting to containerd'; echo 'connection refused' >&2; exit 7",
+    );
+    assert_eq!(
+        parse_launch(&out),
+        LaunchResult::RuntimeNotReady(
+            "echo 'connecting to containerd'; echo 'connection refused' >&2; exit 7 exited with status 7: connection refused"
+                .to_string()
+        ),
+        "{out}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(3500),
+        "it was tried for about 4 s"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!made.exists(), "nothing ran");
+    assert!(
+        !Path::new(&files[0]).exists(),
+        "no lock taken: the next launch may run"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|name| name.to_string_lossy().starts_with("staged"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "the staged script (secrets) is removed: {leftovers:?}"
+    );
+    // Once it answers, the same node is launched.
+    assert_eq!(launch(dir.path(), &commands), LaunchResult::Launched);
+    assert_eq!(wait_finished(dir.path()).state, RunnerState::Succeeded);
 }

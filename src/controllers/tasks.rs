@@ -22,7 +22,7 @@ use super::kinds::{MachineRef, Served};
 /// The slow steps of a machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskKind {
-    /// Wait for systemd's multi-user target and a working `crictl` in the node.
+    /// Wait for systemd's multi-user target in the node (bootstrap's launch checks `crictl`).
     CGroups,
     /// Import `spec.preLoadImages` into the node's containerd.
     PreloadImages,

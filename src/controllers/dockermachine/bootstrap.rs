@@ -127,8 +127,14 @@ async fn launch_or_probe(job: &BootstrapJob) -> Result<ProbeResult, TaskFailure>
     )
     .await?;
     let text = out.stdout_text();
+    let launch = runner::parse_launch(&text);
+    if let LaunchResult::RuntimeNotReady(last) = launch {
+        return Err(TaskFailure::retryable(format!(
+            "The container runtime in the node does not answer: {last}"
+        )));
+    }
     let first = complete_probe(job, &text)?;
-    if runner::parse_launch(&text) == LaunchResult::Launched {
+    if launch == LaunchResult::Launched {
         if let Ok(plan) = &job.plan {
             for warning in &plan.warnings {
                 tracing::info!(container = %job.container, warning = %warning, "Bootstrap data part skipped");

@@ -17,6 +17,8 @@ struct Node {
     sentinel: bool,
     /// CABPK's `/run/cluster-api/bootstrap-success.complete`.
     success_file: bool,
+    /// The container runtime does not answer `crictl ps`.
+    runtime_down: bool,
     launches: u32,
     /// Scripts that became the node's runner.
     stages: Vec<Vec<u8>>,
@@ -51,6 +53,8 @@ fn simulate(fake: &FakeRuntime, node: Arc<Mutex<Node>>) {
                 text.push_str("launch=skipped\n");
             } else if node.launched {
                 text.push_str("launch=already-launched\n");
+            } else if node.runtime_down {
+                text.push_str("launch=runtime-not-ready\nruntime=crictl ps exited with status 1: connect: connection refused\n");
             } else {
                 // Only a launched script stays in the node (the launch removes the others).
                 if let Some(ExecStdin::Bytes(data)) = &request.stdin {
@@ -177,6 +181,23 @@ async fn run_job_watching(
 }
 
 const FIVE_MINUTES: Duration = Duration::from_secs(300);
+
+#[tokio::test]
+async fn a_node_whose_container_runtime_does_not_answer_is_not_launched_and_retried() {
+    let node = Node {
+        runtime_down: true,
+        ..Default::default()
+    };
+    let (state, node) = run_job(node, Ok(plan()), FIVE_MINUTES).await;
+    assert_eq!(
+        state,
+        TaskState::Failed {
+            message: "The container runtime in the node does not answer: crictl ps exited with status 1: connect: connection refused".into(),
+            terminal: false,
+        }
+    );
+    assert_eq!(node.lock().unwrap().launches, 0);
+}
 
 #[tokio::test]
 async fn a_fresh_node_is_bootstrapped_once_by_a_detached_runner() {

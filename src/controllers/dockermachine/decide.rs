@@ -295,8 +295,9 @@ fn step(condition: Condition, task: TaskAction) -> StepDecision {
     StepDecision { condition, task }
 }
 
-/// `CGroupsReady`: the node's init reached the multi-user target and `crictl` answers. Done for
-/// good once true, or once `spec.providerID` is set (a moved or restored machine).
+/// `CGroupsReady`: the node's init reached the multi-user target (that `crictl` answers is
+/// checked where it is needed, by bootstrap's launch). Done for good once true, or once
+/// `spec.providerID` is set (a moved or restored machine).
 pub fn cgroups_step(
     docker_machine: &DockerMachine,
     container_running: bool,

@@ -318,7 +318,7 @@ async fn run_steps(
             uid,
             TaskKind::CGroups,
             "Waiting for the node to boot",
-            |p| steps::wait_for_node(runtime, container, p),
+            |_| steps::wait_for_node(runtime, container),
         );
     });
     let cgroups_ready = work.is_true(CGROUPS_READY_CONDITION);

@@ -1,52 +1,24 @@
 //! Bodies of the background tasks that wait for the node to boot and preload images.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::controllers::tasks::{Progress, TaskFailure, TaskResult};
+use crate::docker::ContainerRuntime;
 use crate::docker::node::{preload_image, wait_for_multi_user};
-use crate::docker::{ContainerRuntime, ExecRequest};
 use crate::manager::error_chain;
 
 /// How long the node's init may take to reach the multi-user target (CAPD: 30 s per attempt).
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long `crictl ps` may keep failing after boot (CAPD: 4 s, polled every 500 ms).
-pub const CRI_TIMEOUT: Duration = Duration::from_secs(4);
-
-const CRI_POLL: Duration = Duration::from_millis(500);
-
-/// Waits until systemd in the node reached the multi-user target and the container runtime
-/// answers `crictl ps`.
-pub async fn wait_for_node(
-    runtime: Arc<dyn ContainerRuntime>,
-    container: String,
-    progress: Progress,
-) -> TaskResult {
-    // The task started as "Waiting for the node to boot", which is what this does until the
-    // runtime answers; it says it waits for the runtime only when that does not answer at once.
+/// Waits until systemd in the node reached the multi-user target, on the engine's followed log.
+/// That the container runtime answers (`crictl ps`) is checked by the exec that launches
+/// bootstrap, the first thing that needs it (`runner::launch_request`).
+pub async fn wait_for_node(runtime: Arc<dyn ContainerRuntime>, container: String) -> TaskResult {
     wait_for_multi_user(runtime.as_ref(), &container, BOOT_TIMEOUT)
         .await
         .map_err(|e| TaskFailure::retryable(error_chain(&e)))?;
-    let request = ExecRequest::new(["crictl", "ps"]).timeout(Duration::from_secs(10));
-    let started = Instant::now();
-    loop {
-        let last = match runtime.exec(&container, &request).await {
-            Ok(out) if out.success() => return Ok("the node booted".to_string()),
-            Ok(out) => format!(
-                "crictl ps in container {container} exited with status {}",
-                out.exit_code
-            ),
-            Err(e) => error_chain(&e),
-        };
-        if started.elapsed() >= CRI_TIMEOUT {
-            return Err(TaskFailure::retryable(format!(
-                "The container runtime in the node does not answer: {last}"
-            )));
-        }
-        progress.report("Waiting for the container runtime in the node");
-        tokio::time::sleep(CRI_POLL).await;
-    }
+    Ok("the node booted".to_string())
 }
 
 /// Imports `images` from the Docker host into the node's containerd, one after the other.
@@ -92,8 +64,8 @@ mod tests {
         let tasks = TaskRegistry::new(tx);
         let machine = crate::controllers::kinds::MachineRef::docker("default", "m1");
         let runtime: Arc<dyn ContainerRuntime> = Arc::new(fake);
-        tasks.start(&machine, "u", TaskKind::CGroups, "", |p| {
-            wait_for_node(runtime, container, p)
+        tasks.start(&machine, "u", TaskKind::CGroups, "", |_| {
+            wait_for_node(runtime, container)
         });
         loop {
             rx.recv().await.unwrap();
@@ -105,43 +77,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_booted_node_with_a_working_runtime_is_ready() {
+    async fn a_node_is_ready_once_its_init_reached_the_multi_user_target() {
         let fake = FakeRuntime::new();
         let container = running_node(&fake).await;
         fake.set_logs(
             &container,
             "systemd[1]: Reached target \u{1b}[0;1;39mMulti-User System\u{1b}[0m.\n",
         );
-        fake.on_exec(|_, request| {
-            (request.argv == ["crictl", "ps"]).then(crate::docker::ExecOutput::default)
-        });
         assert_eq!(
             run_task(fake.clone(), container.clone()).await,
             TaskState::Succeeded("the node booted".into())
         );
         assert!(
-            fake.execs(&container)
-                .iter()
-                .any(|r| r.argv == ["crictl", "ps"])
+            fake.execs(&container).is_empty(),
+            "the runtime is checked by the launch of bootstrap, not by an exec of its own"
         );
-    }
-
-    #[tokio::test]
-    async fn a_node_whose_runtime_never_answers_fails_for_a_retry() {
-        let fake = FakeRuntime::new();
-        let container = running_node(&fake).await;
-        fake.set_logs(&container, "Reached target Multi-User System.\n");
-        fake.on_exec(|_, request| {
-            (request.argv == ["crictl", "ps"]).then(|| crate::docker::ExecOutput {
-                exit_code: 1,
-                ..Default::default()
-            })
-        });
-        let state = run_task(fake, container).await;
-        let TaskState::Failed { message, terminal } = state else {
-            panic!("expected a failure, got {state:?}");
-        };
-        assert!(!terminal);
-        assert!(message.contains("does not answer"), "{message}");
     }
 }
