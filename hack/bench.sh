@@ -5,8 +5,8 @@
 #   - the manager image (hack/image-build.sh: a static release build; its binary is the one measured),
 #   - the benchmark binary (e2e/bench), optimised like the manager and for the same target and
 #     flags, so that it reuses the manager's release dependencies: it holds the in-process test
-#     API servers, whose CPU the provider's run shares with the engine (a debug build took about
-#     4× the manager's CPU, a cost kube-apiserver's optimised build does not have).
+#     API servers, whose CPU the provider's run shares with the engine and the floor never pays
+#     (a debug build of them took about 4× the manager's CPU).
 # Usage: hack/bench.sh [--quick] [capd-bench flags, e.g. --repetitions 5 --sizes 1,10,30]
 #   --quick  one repetition, N = 1 and 10, 20 machines for 20 s at rest (a few minutes)
 # Not part of hack/test.sh: the full run (N = 1, 10, 30, 100) takes about 45 minutes on 2 cores,
