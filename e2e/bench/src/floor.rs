@@ -3,10 +3,10 @@
 //!
 //! A node: create and start the container the provider would run (same [`NodeSpec`], so the same
 //! run options), wait for its init to report the multi-user target (on the engine's followed log,
-//! as the provider does: the line is seen as it is written, with one call), and run the bootstrap commands the provider would run (the translated plan of the
-//! same cloud-config), one `exec` each. Nodes run concurrently up to the manager's
-//! `--dockermachine-concurrency`. The load balancer: the provider's network, container and
-//! configuration, applied once.
+//! as the provider does: the line is seen as it is written, with one call), and run the bootstrap
+//! commands the provider would run (the translated plan of the same cloud-config), one `exec`
+//! each. Nodes run concurrently up to the manager's `--dockermachine-concurrency`. The load
+//! balancer: the provider's network, container and configuration, applied once.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
