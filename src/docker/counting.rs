@@ -3,11 +3,18 @@
 //! [`COUNT_ENV`] names a file, so production runs pay nothing.
 //!
 //! After every call the counts are written to that file as a JSON object keyed by operation
-//! (`{"exec": 12, "inspect_container": 4, ...}`), replaced atomically so a reader never sees a
-//! partial file.
+//! (`{"exec": 12, "inspect_container": 4, ...}`), over the same bytes of the same file: counts
+//! only grow, so the text never gets shorter and needs no truncation. The file used to be
+//! replaced (a new file renamed over it) after every call: a file created and one freed per
+//! Docker call, under the lock every call takes; on a journal-less ext4 every later creation
+//! nearby, the engine's among them, passes over the inodes freed recently.
+//! A reader may see a write half done; the benchmark reads once the manager is idle, and reads
+//! again when the text does not parse.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -26,17 +33,33 @@ pub const COUNT_ENV: &str = "CAPD_RS_COUNT_DOCKER_CALLS";
 #[derive(Debug)]
 pub struct CountingRuntime {
     inner: Arc<dyn ContainerRuntime>,
-    file: PathBuf,
-    counts: Mutex<BTreeMap<&'static str, u64>>,
+    path: PathBuf,
+    counts: Mutex<Counts>,
+}
+
+/// The counts, and the file they are written to (`None` when it could not be created).
+#[derive(Debug)]
+struct Counts {
+    by_operation: BTreeMap<&'static str, u64>,
+    file: Option<File>,
 }
 
 impl CountingRuntime {
-    /// Wraps `inner`; counts are written to `file` after every call.
-    pub fn new(inner: Arc<dyn ContainerRuntime>, file: impl Into<PathBuf>) -> Self {
+    /// Wraps `inner`; counts are written to `path` (created empty, or emptied) after every call.
+    pub fn new(inner: Arc<dyn ContainerRuntime>, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        let file = File::create(&path)
+            .inspect_err(|error| {
+                tracing::warn!(file = %path.display(), %error, "Creating the Docker call counts file failed");
+            })
+            .ok();
         CountingRuntime {
             inner,
-            file: file.into(),
-            counts: Mutex::new(BTreeMap::new()),
+            path,
+            counts: Mutex::new(Counts {
+                by_operation: BTreeMap::new(),
+                file,
+            }),
         }
     }
 
@@ -45,24 +68,27 @@ impl CountingRuntime {
         self.counts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .by_operation
             .clone()
     }
 
     fn count(&self, operation: &'static str) {
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        *counts.entry(operation).or_default() += 1;
+        let Counts { by_operation, file } = &mut *counts;
+        *by_operation.entry(operation).or_default() += 1;
         // Written under the lock: one writer at a time, the file always holds the latest counts.
-        if let Err(error) = write_counts(&self.file, &counts) {
-            tracing::warn!(file = %self.file.display(), %error, "Writing the Docker call counts failed");
+        if let Some(file) = file
+            && let Err(error) = write_counts(file, by_operation)
+        {
+            tracing::warn!(file = %self.path.display(), %error, "Writing the Docker call counts failed");
         }
     }
 }
 
-fn write_counts(file: &Path, counts: &BTreeMap<&'static str, u64>) -> std::io::Result<()> {
+/// Writes `counts` over the start of `file`; the text is never shorter than the one before.
+fn write_counts(file: &File, counts: &BTreeMap<&'static str, u64>) -> std::io::Result<()> {
     let text = serde_json::to_string(counts).map_err(std::io::Error::other)?;
-    let staging = file.with_extension("tmp");
-    std::fs::write(&staging, text)?;
-    std::fs::rename(staging, file)
+    file.write_all_at(text.as_bytes(), 0)
 }
 
 #[async_trait]
@@ -194,5 +220,29 @@ mod tests {
             ])
         );
         assert_eq!(counting.counts().values().sum::<u64>(), 3);
+    }
+
+    #[tokio::test]
+    async fn the_file_is_rewritten_in_place_and_a_stale_one_is_emptied() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("calls.json");
+        std::fs::write(&file, r#"{"exec":12345678901234567890}"#).unwrap();
+        let counting = CountingRuntime::new(Arc::new(FakeRuntime::new()), &file);
+        let inode = std::fs::metadata(&file).unwrap().ino();
+        for _ in 0..12 {
+            assert!(counting.inspect_container("c1").await.unwrap().is_none());
+        }
+        counting.ping().await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            r#"{"inspect_container":12,"ping":1}"#,
+            "the previous run's longer text is gone, and each write covers the one before"
+        );
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().ino(),
+            inode,
+            "one file, no replacement"
+        );
     }
 }

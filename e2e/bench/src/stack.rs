@@ -284,12 +284,22 @@ impl Stack {
         .await
     }
 
-    /// Docker calls the manager made so far, by operation.
+    /// Docker calls the manager made so far, by operation. The manager writes the file over
+    /// itself after every call, so a read may catch a write half done: such a read is repeated.
     pub fn docker_calls(&self) -> BTreeMap<String, u64> {
-        std::fs::read_to_string(&self.settings.count_file)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default()
+        for _ in 0..10 {
+            let Ok(text) = std::fs::read_to_string(&self.settings.count_file) else {
+                break;
+            };
+            if text.is_empty() {
+                break;
+            }
+            if let Ok(counts) = serde_json::from_str(&text) {
+                return counts;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        BTreeMap::new()
     }
 
     /// Stops the manager (SIGTERM, then a wait).
