@@ -227,7 +227,12 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("calls.json");
-        std::fs::write(&file, r#"{"exec":12345678901234567890}"#).unwrap();
+        // Longer than anything written below: a file not emptied at the start would keep its tail.
+        std::fs::write(
+            &file,
+            r#"{"exec":12345678901234567890,"inspect_network":987654321}"#,
+        )
+        .unwrap();
         let counting = CountingRuntime::new(Arc::new(FakeRuntime::new()), &file);
         let inode = std::fs::metadata(&file).unwrap().ino();
         for _ in 0..12 {
