@@ -1,11 +1,16 @@
 //! The guard against a busy machine: the load average (`/proc/loadavg`) and the CPU time stolen
 //! by the hypervisor (`/proc/stat`) at the start and end of every repetition. Other work on the
 //! machine slows the floor and the provider unequally, so a ratio taken while the machine was busy
-//! says little; the guard warns and the table says which repetitions it concerns.
+//! says little; the guard warns and the table says which repetitions it concerns. It also keeps
+//! every repetition out of the window in which the engine's file system holds back the inodes of
+//! the last deletion (see [`crate::storage`]).
+
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 
 use crate::stats::Row;
+use crate::storage::HoldBack;
 
 /// A 1-minute load average above this share of the cores at the start of a repetition marks the
 /// machine busy. The load at the end is printed, not judged: it holds the repetition's own work
@@ -90,29 +95,57 @@ pub struct Guard {
     steal_max: f64,
     busy: Vec<String>,
     repetitions: usize,
+    hold_back: HoldBack,
+    deleted: Option<Instant>,
 }
 
 impl Guard {
-    /// A guard for a machine with `cores` cores.
-    pub fn new(cores: usize) -> Guard {
+    /// A guard for a machine with `cores` cores whose engine holds a deletion's inodes back as
+    /// `hold_back` says.
+    pub fn new(cores: usize, hold_back: HoldBack) -> Guard {
         Guard {
             cores: cores.max(1),
             loads: Vec::new(),
             steal_max: 0.0,
             busy: Vec::new(),
             repetitions: 0,
+            hold_back,
+            deleted: None,
         }
     }
 
-    /// Waits, for at most `max`, until the 1-minute load average is no longer above the busy
-    /// limit (the last repetition's own work, or a build, lifts it for a minute or two after it
-    /// ended); returns the sample the repetition starts with.
+    /// Notes that node containers were deleted just now.
+    pub fn deleted(&mut self) {
+        self.deleted = Some(Instant::now());
+    }
+
+    /// How much longer the inodes of the last deletion are held back.
+    fn held_back_for(&self) -> Duration {
+        self.deleted.map_or(Duration::ZERO, |at| {
+            self.hold_back.wait.saturating_sub(at.elapsed())
+        })
+    }
+
+    /// Waits until the inodes of the last deletion are no longer held back, then, for at most
+    /// `max`, until the 1-minute load average is no longer above the busy limit (the last
+    /// repetition's own work, or a build, lifts it for a minute or two after it ended); returns
+    /// the sample the repetition starts with.
     ///
     /// # Errors
     /// When `/proc` cannot be read.
-    pub async fn settle(&self, label: &str, max: std::time::Duration) -> Result<Sample> {
+    pub async fn settle(&self, label: &str, max: Duration) -> Result<Sample> {
+        let held = self.held_back_for();
+        if !held.is_zero() {
+            eprintln!(
+                "{label}: waiting {:.0} s until the last deletion is {} s old ({})",
+                held.as_secs_f64(),
+                self.hold_back.wait.as_secs(),
+                self.hold_back.reason
+            );
+            tokio::time::sleep(held).await;
+        }
         let limit = self.cores as f64 * BUSY_LOAD_PER_CORE;
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let mut told = false;
         loop {
             let sample = Sample::read()?;
@@ -134,7 +167,7 @@ impl Guard {
                     sample.load
                 );
             }
-            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
         }
     }
 
@@ -172,8 +205,17 @@ impl Guard {
                 self.busy.join("; ")
             )
         };
+        let deletions = if self.hold_back.wait.is_zero() {
+            format!("no wait after deletions ({})", self.hold_back.reason)
+        } else {
+            format!(
+                "every repetition started at least {} s after the last deletion ({})",
+                self.hold_back.wait.as_secs(),
+                self.hold_back.reason
+            )
+        };
         Row::single("load average (1 min)", "load", &self.loads).note(format!(
-            "at the start and end of every repetition (busy: above {:.1} at the start); CPU steal at most {:.1}%; {verdict}",
+            "at the start and end of every repetition (busy: above {:.1} at the start); CPU steal at most {:.1}%; {verdict}; {deletions}",
             self.cores as f64 * BUSY_LOAD_PER_CORE,
             self.steal_max * 100.0
         ))
@@ -233,14 +275,62 @@ mod tests {
     }
 
     #[test]
+    fn a_deletion_holds_the_next_repetition_back() {
+        let mut guard = Guard::new(
+            2,
+            HoldBack {
+                wait: Duration::from_secs(365),
+                reason: "ext4 without a journal".into(),
+            },
+        );
+        assert_eq!(guard.held_back_for(), Duration::ZERO, "nothing deleted yet");
+        guard.deleted();
+        let held = guard.held_back_for();
+        assert!(
+            held > Duration::from_secs(360) && held <= Duration::from_secs(365),
+            "{held:?}"
+        );
+        guard.deleted = Some(Instant::now() - Duration::from_secs(400));
+        assert_eq!(
+            guard.held_back_for(),
+            Duration::ZERO,
+            "the window has passed"
+        );
+        assert!(guard.row().note.ends_with(
+            "every repetition started at least 365 s after the last deletion (ext4 without a journal)"
+        ));
+
+        let mut journaled = Guard::new(
+            2,
+            HoldBack {
+                wait: Duration::ZERO,
+                reason: "ext4 with a journal".into(),
+            },
+        );
+        journaled.deleted();
+        assert_eq!(journaled.held_back_for(), Duration::ZERO);
+    }
+
+    #[test]
     fn the_row_names_the_busy_repetitions() {
-        let mut guard = Guard::new(2);
+        let mut guard = Guard::new(
+            2,
+            HoldBack {
+                wait: Duration::ZERO,
+                reason: "tmpfs".into(),
+            },
+        );
         guard.record(
             "N=1 repetition 1/2",
             &sample(0.1, 0, 0),
             &sample(0.3, 0, 100),
         );
-        assert!(guard.row().note.ends_with("quiet in all 1 repetitions"));
+        assert!(
+            guard
+                .row()
+                .note
+                .ends_with("quiet in all 1 repetitions; no wait after deletions (tmpfs)")
+        );
         guard.record(
             "N=1 repetition 2/2",
             &sample(2.5, 0, 100),
@@ -252,8 +342,8 @@ mod tests {
             Some((0.1, 2.5, 4))
         );
         assert!(
-            row.note.ends_with(
-                "BUSY in 1 of 2 repetitions: N=1 repetition 2/2 (load 2.50 at the start)"
+            row.note.contains(
+                "BUSY in 1 of 2 repetitions: N=1 repetition 2/2 (load 2.50 at the start);"
             ),
             "{}",
             row.note

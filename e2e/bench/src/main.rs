@@ -1,9 +1,9 @@
 //! `capd-bench`: the provider against the raw Docker floor on the same machine, in one run.
 //!
-//! For each N, each repetition runs the floor and then the provider back to back, so their
-//! ratio is paired and meaningful on a noisy machine. Prints a Markdown table (median [min–max])
-//! and writes the same figures as JSON. Run it through `hack/bench.sh`, which builds what it
-//! needs.
+//! For each N, each repetition creates the floor's nodes and then the provider's, back to back,
+//! and deletes the floor's and then the provider's, so their ratio is paired and meaningful on a
+//! noisy machine. Prints a Markdown table (median [min–max]) and writes the same figures as JSON.
+//! Run it through `hack/bench.sh`, which builds what it needs.
 
 mod floor;
 mod load;
@@ -11,6 +11,7 @@ mod procfs;
 mod provider;
 mod stack;
 mod stats;
+mod storage;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -26,6 +27,7 @@ use crate::load::{Guard, Sample};
 use crate::provider::{LifecycleRun, Workload};
 use crate::stack::ManagerSettings;
 use crate::stats::{Report, Row, Summary, scale_curve};
+use crate::storage::HoldBack;
 
 /// Benchmark of the provider against the raw Docker floor, and of the manager's footprint.
 #[derive(Parser, Debug)]
@@ -67,6 +69,11 @@ struct Args {
     /// to half the core count (0: start at once).
     #[arg(long, default_value_t = 240)]
     settle: u64,
+    /// Before each repetition, wait until the last deletion of nodes is this many seconds old
+    /// (default: 365 when the engine's data root is an ext4 without a journal, whose inode
+    /// allocator holds freed inodes back for up to 360 s; 0 elsewhere).
+    #[arg(long)]
+    deletion_wait: Option<u64>,
     /// Where the managers' log goes, appended (default: a temporary file removed at the end).
     #[arg(long)]
     manager_log: Option<PathBuf>,
@@ -282,7 +289,35 @@ async fn main() -> Result<()> {
     let mut rows = Vec::new();
     let (mut lb_floor, mut lb_provider) = (Vec::new(), Vec::new());
     let mut all_runs: Vec<LifecycleRun> = Vec::new();
-    let mut guard = Guard::new(std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let hold_back = match args.deletion_wait {
+        Some(secs) => HoldBack {
+            wait: Duration::from_secs(secs),
+            reason: "--deletion-wait".to_string(),
+        },
+        None => {
+            let (ok, root) = docker_cli(&["info", "--format", "{{.DockerRootDir}}"]);
+            if ok && !root.is_empty() {
+                HoldBack::of_local(std::path::Path::new(&root))
+            } else {
+                HoldBack {
+                    wait: Duration::ZERO,
+                    reason: "the engine's data root could not be read".to_string(),
+                }
+            }
+        }
+    };
+    eprintln!(
+        "after a deletion, the next repetition waits {} s: {}",
+        hold_back.wait.as_secs(),
+        hold_back.reason
+    );
+    let mut guard = Guard::new(
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        hold_back,
+    );
+    // The privilege probe above removed a node container, and what ran before this benchmark
+    // is unknown: the first repetition waits as after any deletion.
+    guard.deleted();
     let mut curve = Vec::new();
 
     for &n in &sizes {
@@ -297,19 +332,28 @@ async fn main() -> Result<()> {
             }
             let (up, names) = floor.provision(&network, &cluster, n).await?;
             floor_up.push(up.as_secs_f64());
-            floor_down.push(floor.delete(&names).await?.as_secs_f64());
 
+            // The floor's nodes are deleted once the provider's are up, so that no deletion
+            // comes between the two phases that create nodes (see `storage`).
             eprintln!("{label}: provider");
             let (network, cluster) = run.place(&mut cleanup, "p");
-            let result =
-                provider::lifecycle(run.settings(&network), &runtime, &workload, &cluster, n)
-                    .await?;
+            let (result, down) = provider::lifecycle(
+                run.settings(&network),
+                &runtime,
+                &workload,
+                &cluster,
+                n,
+                floor.delete(&names),
+            )
+            .await?;
+            floor_down.push(down.as_secs_f64());
             if n == sizes[0] {
                 lb_provider.push(result.load_balancer);
             }
             runs.push(result);
             guard.record(&label, &start, &Sample::read()?);
             cleanup.sweep();
+            guard.deleted();
         }
         let pick = |f: fn(&LifecycleRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
         curve.push((
@@ -391,15 +435,16 @@ async fn main() -> Result<()> {
             let (network, cluster) = run.place(&mut cleanup, "f");
             let (up, names) = floor.provision(&network, &cluster, n).await?;
             floor_up.push(up.as_secs_f64());
-            floor.delete(&names).await?;
 
             eprintln!("{label}: provider");
             let (network, cluster) = run.place(&mut cleanup, "p");
             pool_up.push(
                 provider::pool_scale_up(run.settings(&network), &workload, &cluster, n).await?,
             );
+            floor.delete(&names).await?;
             guard.record(&label, &start, &Sample::read()?);
             cleanup.sweep();
+            guard.deleted();
         }
         rows.push(
             Row::versus(format!("pool scale-up N={n}"), "s", &floor_up, &pool_up).note(

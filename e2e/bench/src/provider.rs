@@ -148,27 +148,31 @@ async fn cluster(stack: &Stack, w: &Workload, name: &str) -> Result<f64> {
     Ok(lb)
 }
 
-/// N machines created, provisioned, bootstrapped, then deleted.
-pub async fn lifecycle(
+/// N machines created, provisioned, bootstrapped, then deleted; `between` runs once they are
+/// all bootstrapped and before their deletion starts (the floor's deletion). Its time is in no
+/// figure of the run: neither the manager's CPU nor this process's counts it.
+pub async fn lifecycle<T>(
     settings: ManagerSettings,
     runtime: &Arc<dyn ContainerRuntime>,
     w: &Workload,
     cluster_name: &str,
     n: usize,
-) -> Result<LifecycleRun> {
+    between: impl Future<Output = Result<T>>,
+) -> Result<(LifecycleRun, T)> {
     let stack = Stack::start(settings).await?;
-    let result = lifecycle_in(&stack, runtime, w, cluster_name, n).await;
+    let result = lifecycle_in(&stack, runtime, w, cluster_name, n, between).await;
     stack.stop();
     result
 }
 
-async fn lifecycle_in(
+async fn lifecycle_in<T>(
     stack: &Stack,
     runtime: &Arc<dyn ContainerRuntime>,
     w: &Workload,
     cluster_name: &str,
     n: usize,
-) -> Result<LifecycleRun> {
+    between: impl Future<Output = Result<T>>,
+) -> Result<(LifecycleRun, T)> {
     let pid = stack.pid();
     let load_balancer = cluster(stack, w, cluster_name).await?;
     let machines = create_all(stack, w, cluster_name, n).await?;
@@ -185,6 +189,14 @@ async fn lifecycle_in(
         .await?;
     wait_bootstrapped(stack, n).await?;
     let provision = started.elapsed().as_secs_f64();
+
+    let (cpu_paused, own_cpu_paused) = (
+        procfs::cpu_seconds(pid)?,
+        procfs::cpu_seconds(std::process::id())?,
+    );
+    let between = between.await?;
+    let cpu_before = cpu_before + procfs::cpu_seconds(pid)? - cpu_paused;
+    let own_cpu_before = own_cpu_before + procfs::cpu_seconds(std::process::id())? - own_cpu_paused;
 
     let started = Instant::now();
     let api = stack.api(&infra("DockerMachine"));
@@ -229,7 +241,7 @@ async fn lifecycle_in(
         .map(|(_, v)| v)
         .sum();
     let per = |x: u64| x as f64 / n as f64;
-    Ok(LifecycleRun {
+    let run = LifecycleRun {
         load_balancer,
         provision,
         delete,
@@ -241,7 +253,8 @@ async fn lifecycle_in(
         docker_calls_per_machine: per(total(&docker_calls)),
         docker_calls,
         writes,
-    })
+    };
+    Ok((run, between))
 }
 
 /// A MachinePool scaled from 0 to `n`, until every DockerMachine of the pool is bootstrapped
