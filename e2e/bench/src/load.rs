@@ -290,15 +290,24 @@ mod tests {
             held > Duration::from_secs(360) && held <= Duration::from_secs(365),
             "{held:?}"
         );
-        guard.deleted = Some(Instant::now() - Duration::from_secs(400));
-        assert_eq!(
-            guard.held_back_for(),
-            Duration::ZERO,
-            "the window has passed"
-        );
         assert!(guard.row().note.ends_with(
             "every repetition started at least 365 s after the last deletion (ext4 without a journal)"
         ));
+
+        let mut short = Guard::new(
+            2,
+            HoldBack {
+                wait: Duration::from_millis(1),
+                reason: "a short window".into(),
+            },
+        );
+        short.deleted();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            short.held_back_for(),
+            Duration::ZERO,
+            "the window has passed"
+        );
 
         let mut journaled = Guard::new(
             2,
