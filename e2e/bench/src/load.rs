@@ -278,10 +278,7 @@ mod tests {
     fn a_deletion_holds_the_next_repetition_back() {
         let mut guard = Guard::new(
             2,
-            HoldBack {
-                wait: Duration::from_secs(365),
-                reason: "ext4 without a journal".into(),
-            },
+            HoldBack::fixed(Duration::from_secs(365), "ext4 without a journal"),
         );
         assert_eq!(guard.held_back_for(), Duration::ZERO, "nothing deleted yet");
         guard.deleted();
@@ -296,10 +293,7 @@ mod tests {
 
         let mut short = Guard::new(
             2,
-            HoldBack {
-                wait: Duration::from_millis(1),
-                reason: "a short window".into(),
-            },
+            HoldBack::fixed(Duration::from_millis(1), "a short window"),
         );
         short.deleted();
         std::thread::sleep(Duration::from_millis(5));
@@ -309,26 +303,14 @@ mod tests {
             "the window has passed"
         );
 
-        let mut journaled = Guard::new(
-            2,
-            HoldBack {
-                wait: Duration::ZERO,
-                reason: "ext4 with a journal".into(),
-            },
-        );
+        let mut journaled = Guard::new(2, HoldBack::fixed(Duration::ZERO, "ext4 with a journal"));
         journaled.deleted();
         assert_eq!(journaled.held_back_for(), Duration::ZERO);
     }
 
     #[test]
     fn the_row_names_the_busy_repetitions() {
-        let mut guard = Guard::new(
-            2,
-            HoldBack {
-                wait: Duration::ZERO,
-                reason: "tmpfs".into(),
-            },
-        );
+        let mut guard = Guard::new(2, HoldBack::fixed(Duration::ZERO, "tmpfs"));
         guard.record(
             "N=1 repetition 1/2",
             &sample(0.1, 0, 0),

@@ -290,20 +290,10 @@ async fn main() -> Result<()> {
     let (mut lb_floor, mut lb_provider) = (Vec::new(), Vec::new());
     let mut all_runs: Vec<LifecycleRun> = Vec::new();
     let hold_back = match args.deletion_wait {
-        Some(secs) => HoldBack {
-            wait: Duration::from_secs(secs),
-            reason: "--deletion-wait".to_string(),
-        },
+        Some(secs) => HoldBack::fixed(Duration::from_secs(secs), "--deletion-wait"),
         None => {
             let (ok, root) = docker_cli(&["info", "--format", "{{.DockerRootDir}}"]);
-            if ok && !root.is_empty() {
-                HoldBack::of_local(std::path::Path::new(&root))
-            } else {
-                HoldBack {
-                    wait: Duration::ZERO,
-                    reason: "the engine's data root could not be read".to_string(),
-                }
-            }
+            HoldBack::of_engine(ok.then_some(root.as_str()))
         }
     };
     eprintln!(

@@ -57,7 +57,7 @@ pub struct HoldBack {
 impl HoldBack {
     /// Reads it for the engine data root `root` on this machine (`/proc/self/mountinfo`, and
     /// `/sys/fs/ext4/<device>/journal_task`, which reads `<none>` without a journal).
-    pub fn of_local(root: &Path) -> HoldBack {
+    fn of_local(root: &Path) -> HoldBack {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let Some((device, fstype)) = mount_of(&mountinfo, root) else {
             return HoldBack::none(format!(
@@ -79,23 +79,37 @@ impl HoldBack {
         HoldBack::for_ext4(root, name.as_deref().unwrap_or(&device), journal.as_deref())
     }
 
-    fn none(reason: String) -> HoldBack {
+    /// A wait of `wait`, for `reason`.
+    pub fn fixed(wait: Duration, reason: impl Into<String>) -> HoldBack {
         HoldBack {
-            wait: Duration::ZERO,
-            reason,
+            wait,
+            reason: reason.into(),
+        }
+    }
+
+    fn none(reason: impl Into<String>) -> HoldBack {
+        HoldBack::fixed(Duration::ZERO, reason)
+    }
+
+    /// Reads it for the engine's data root as `docker info` reports it (`None` when it could
+    /// not be read: no wait).
+    pub fn of_engine(root: Option<&str>) -> HoldBack {
+        match root.filter(|r| !r.is_empty()) {
+            Some(root) => HoldBack::of_local(Path::new(root)),
+            None => HoldBack::none("the engine's data root could not be read"),
         }
     }
 
     /// An ext4 data root on `device`; `journal_task` is the content of its sysfs file, if read.
     fn for_ext4(root: &Path, device: &str, journal_task: Option<&str>) -> HoldBack {
         match journal_task.map(str::trim) {
-            Some("<none>") => HoldBack {
-                wait: EXT4_NO_JOURNAL_HOLD_BACK,
-                reason: format!(
+            Some("<none>") => HoldBack::fixed(
+                EXT4_NO_JOURNAL_HOLD_BACK,
+                format!(
                     "{} is on an ext4 without a journal ({device}), which holds freed inodes back for up to 360 s",
                     root.display()
                 ),
-            },
+            ),
             Some(_) => HoldBack::none(format!(
                 "{} is on an ext4 with a journal ({device})",
                 root.display()
