@@ -20,7 +20,7 @@ use super::meta::refers_to;
 use super::tasks::TaskRegistry;
 use super::workload::WorkloadClients;
 use crate::api::capi::ContractVersionedObjectReference;
-use crate::api::capi::{Cluster, Machine, MachinePool};
+use crate::api::capi::{Cluster, Machine, MachinePool, label_value};
 use crate::api::v1beta2::{DevCluster, DockerCluster};
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
@@ -159,6 +159,36 @@ impl Context {
     pub async fn machine(&self, namespace: &str, name: &str) -> Result<Option<Machine>> {
         self.capi_object(&self.stores.machines, namespace, name)
             .await
+    }
+
+    /// The MachinePool whose name core wrote into a `cluster.x-k8s.io/pool-name` label: the pool
+    /// of that name, else (a long name, which core writes as a hash) the one of the cached pools
+    /// whose name formats to the label.
+    ///
+    /// # Errors
+    /// As [`Context::capi_object`].
+    pub async fn labelled_machine_pool(
+        &self,
+        namespace: &str,
+        label: &str,
+    ) -> Result<Option<MachinePool>> {
+        if let Some(pool) = self
+            .capi_object(&self.stores.machine_pools, namespace, label)
+            .await?
+        {
+            return Ok(Some(pool));
+        }
+        Ok(self
+            .stores
+            .machine_pools
+            .state()
+            .iter()
+            .filter_map(|guarded| guarded.0.as_ref().ok())
+            .find(|pool| {
+                pool.metadata.namespace.as_deref() == Some(namespace)
+                    && pool.metadata.name.as_deref().map(label_value).as_deref() == Some(label)
+            })
+            .cloned())
     }
 
     /// The infrastructure cluster a Cluster's `spec.infrastructureRef` points to, from the cache or

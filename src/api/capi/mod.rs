@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::net::IpAddr;
 
+use base64::Engine as _;
 use kube::core::{NamespaceResourceScope, ObjectMeta};
 use kube::{Resource, ResourceExt};
 use schemars::JsonSchema;
@@ -332,6 +333,17 @@ impl Machine {
             .filter(|s| !s.is_empty())
     }
 
+    /// The Machine of a MachinePool as its infrastructure machine reads it: core 1.12 creates a
+    /// pool's Machines with an empty `spec.bootstrap.dataSecretName` and a `spec.version` taken
+    /// from the Node once one exists, so, as CAPD 1.12 does, the bootstrap data secret and the
+    /// Kubernetes version are the MachinePool's (`spec.template.spec`).
+    pub fn in_pool(mut self, machine_pool: &MachinePool) -> Machine {
+        let template = &machine_pool.spec.template.spec;
+        self.spec.bootstrap = template.bootstrap.clone();
+        self.spec.version.clone_from(&template.version);
+        self
+    }
+
     /// Name of the Node, once the Machine joined.
     pub fn node_name(&self) -> Option<&str> {
         self.status
@@ -420,6 +432,38 @@ impl MachinePool {
             .or_else(|| self.labels().get(CLUSTER_NAME_LABEL).map(String::as_str))
             .filter(|n| !n.is_empty())
     }
+}
+
+/// A name as Cluster API core writes it into a label value (`util/labels/format`,
+/// `MustFormatValue`): the name itself when it is a valid label value, else `hash_<FNV-32a of
+/// the name, unpadded URL-safe base64>_z`. Core labels a MachinePool's Machines and
+/// infrastructure machines `cluster.x-k8s.io/pool-name` with this value, and selects them by it.
+pub fn label_value(name: &str) -> String {
+    if is_label_value(name) {
+        return name.to_string();
+    }
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in name.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash.to_be_bytes());
+    format!("hash_{encoded}_z")
+}
+
+/// Whether `value` is a valid label value: at most 63 characters, alphanumerics, `-`, `_` and
+/// `.`, beginning and ending with an alphanumeric (or empty).
+fn is_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    if bytes.is_empty() {
+        return true;
+    }
+    bytes.len() <= 63
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// True when the Cluster is paused or `object` carries the paused annotation (CAPI's rule).

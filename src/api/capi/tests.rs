@@ -169,3 +169,39 @@ fn views_address_the_cluster_api_core_resources() {
         "views must not become CRDs: {kinds:?}"
     );
 }
+
+#[test]
+fn pool_label_values_are_names_or_cores_hash_of_them() {
+    assert_eq!(label_value("pool-a"), "pool-a");
+    assert_eq!(label_value(""), "");
+    let long = "a-machine-pool-whose-name-is-much-longer-than-sixty-three-characters-x";
+    // FNV-32a of the name, base64url without padding, as core's MustFormatValue writes it.
+    assert_eq!(label_value(long), "hash_2rSJpA_z");
+    assert_eq!(label_value(&"a".repeat(63)), "a".repeat(63));
+    assert!(label_value(&"a".repeat(64)).starts_with("hash_"));
+}
+
+#[test]
+fn a_pool_machine_reads_its_bootstrap_data_and_version_from_its_machine_pool() {
+    // Core 1.12's shape of a pool Machine: no bootstrap data secret, no version yet.
+    let machine: Machine = serde_json::from_value(json!({
+        "metadata": {"name": "pool-abc", "labels": {"cluster.x-k8s.io/pool-name": "pool"}},
+        "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": ""}}
+    }))
+    .unwrap();
+    assert_eq!(machine.bootstrap_data_secret_name(), None);
+    let mut pool: MachinePool = serde_json::from_value(json!({
+        "metadata": {"name": "pool"},
+        "spec": {"clusterName": "c1", "template": {"spec": {
+            "bootstrap": {"dataSecretName": "pool-bootstrap"},
+            "version": "v1.28.4"
+        }}}
+    }))
+    .unwrap();
+    let in_pool = machine.clone().in_pool(&pool);
+    assert_eq!(in_pool.bootstrap_data_secret_name(), Some("pool-bootstrap"));
+    assert_eq!(in_pool.spec.version.as_deref(), Some("v1.28.4"));
+    // A pool whose bootstrap provider has not written its secret yet: still nothing.
+    pool.spec.template.spec.bootstrap.data_secret_name = None;
+    assert_eq!(machine.in_pool(&pool).bootstrap_data_secret_name(), None);
+}

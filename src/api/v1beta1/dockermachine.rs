@@ -88,7 +88,9 @@ pub struct DockerMachineSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DockerMachineStatus {
-    /// True once the node container runs and bootstrap finished.
+    /// True once the node container runs and booted, set together with `spec.providerID` and
+    /// before the bootstrap data runs in the node; the `Ready` condition turns True when
+    /// bootstrap finished.
     #[serde(default)]
     pub ready: bool,
     /// Deprecated: whether the load balancer configuration was updated for this node.

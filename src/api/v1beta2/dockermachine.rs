@@ -148,8 +148,10 @@ pub struct DockerMachineStatus {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("minProperties" = 1))]
 pub struct DockerMachineInitializationStatus {
-    /// True once the node container runs and bootstrap finished. Cluster API then expects
-    /// `spec.providerID` and `status.addresses` to be set.
+    /// True once the node container runs and booted (its preloaded images loaded), set
+    /// together with `spec.providerID` and `status.addresses` and before the bootstrap data runs
+    /// in the node; the `BootstrapCompleted` and `Ready` conditions turn True when bootstrap
+    /// finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioned: Option<bool>,
 }

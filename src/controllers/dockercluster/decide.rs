@@ -1,6 +1,8 @@
 //! Pure decisions of the DockerCluster reconcile: whether to act at all, the endpoint to record,
 //! and the status to publish.
 
+use kube::core::ObjectMeta;
+
 use crate::api::DOCKER_CLUSTER_FINALIZER;
 use crate::api::capi::Cluster;
 use crate::api::conditions::{
@@ -30,8 +32,7 @@ pub enum Gate {
 
 /// The gate, in CAPD's order: externally managed, owner Cluster, Cluster found, paused.
 /// `cluster` is the owner Cluster when it was found.
-pub fn gate(docker_cluster: &DockerCluster, cluster: Option<&Cluster>) -> Gate {
-    let meta = &docker_cluster.metadata;
+pub fn gate(meta: &ObjectMeta, cluster: Option<&Cluster>) -> Gate {
     if is_externally_managed(meta) {
         return Gate::Skip("externally managed");
     }

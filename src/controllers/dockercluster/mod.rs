@@ -56,21 +56,29 @@ async fn reconcile_one<K>(object: &Arc<K>, ctx: &Context) -> Result<Action>
 where
     K: ServedKind<Docker = DockerCluster>,
 {
-    let docker_cluster = match object.view() {
-        Ok(view) => view,
-        Err(backend) => {
-            return unsupported::reconcile(ctx, object.as_ref(), DOCKER_CLUSTER_FINALIZER, backend)
-                .await;
-        }
-    };
-    let docker_cluster = &docker_cluster;
-    let namespace = docker_cluster.namespace().unwrap_or_default();
-    let cluster = match owner_cluster(&docker_cluster.metadata) {
+    let namespace = object.namespace().unwrap_or_default();
+    let cluster = match owner_cluster(object.meta()) {
         Some(name) => ctx.cluster(&namespace, name).await?,
         None => None,
     };
+    let gate = decide::gate(object.meta(), cluster.as_ref());
+    let docker_cluster = match object.view() {
+        Ok(view) => view,
+        // Not ours to serve, but still the contract's to gate: an externally managed, unowned or
+        // paused object is not written to.
+        Err(backend) => {
+            return match gate {
+                Gate::Skip(_) | Gate::Paused => Ok(Action::await_change()),
+                Gate::ReleaseFinalizer | Gate::Proceed => {
+                    unsupported::reconcile(ctx, object.as_ref(), DOCKER_CLUSTER_FINALIZER, backend)
+                        .await
+                }
+            };
+        }
+    };
+    let docker_cluster = &docker_cluster;
     let api: Api<K> = ctx.api(&namespace);
-    match decide::gate(docker_cluster, cluster.as_ref()) {
+    match gate {
         Gate::Skip(why) => {
             tracing::info!(reason = why, "Not reconciling");
             return Ok(Action::await_change());

@@ -13,7 +13,7 @@ fn an_externally_managed_cluster_is_left_alone() {
         .owned_by("c1")
         .externally_managed();
     assert!(matches!(
-        gate(&dc, Some(&Cluster::test("c1"))),
+        gate(&dc.metadata, Some(&Cluster::test("c1"))),
         Gate::Skip(_)
     ));
 }
@@ -22,7 +22,7 @@ fn an_externally_managed_cluster_is_left_alone() {
 fn a_cluster_without_owner_waits_for_the_cluster_controller() {
     let dc = DockerCluster::test("c1");
     assert_eq!(
-        gate(&dc, None),
+        gate(&dc.metadata, None),
         Gate::Skip("Waiting for Cluster Controller to set OwnerRef on DockerCluster")
     );
 }
@@ -30,16 +30,25 @@ fn a_cluster_without_owner_waits_for_the_cluster_controller() {
 #[test]
 fn a_deleting_cluster_without_owner_only_releases_its_finalizer() {
     let dc = DockerCluster::test("c1").with_finalizer().deleting();
-    assert_eq!(gate(&dc, None), Gate::ReleaseFinalizer);
+    assert_eq!(gate(&dc.metadata, None), Gate::ReleaseFinalizer);
 }
 
 #[test]
 fn a_paused_cluster_or_annotation_pauses() {
     let dc = DockerCluster::test("c1").owned_by("c1");
-    assert_eq!(gate(&dc, Some(&Cluster::test("c1").paused())), Gate::Paused);
+    assert_eq!(
+        gate(&dc.metadata, Some(&Cluster::test("c1").paused())),
+        Gate::Paused
+    );
     let annotated = DockerCluster::test("c1").owned_by("c1").paused();
-    assert_eq!(gate(&annotated, Some(&Cluster::test("c1"))), Gate::Paused);
-    assert_eq!(gate(&dc, Some(&Cluster::test("c1"))), Gate::Proceed);
+    assert_eq!(
+        gate(&annotated.metadata, Some(&Cluster::test("c1"))),
+        Gate::Paused
+    );
+    assert_eq!(
+        gate(&dc.metadata, Some(&Cluster::test("c1"))),
+        Gate::Proceed
+    );
 }
 
 #[test]
@@ -48,9 +57,9 @@ fn a_deleting_cluster_whose_owner_is_gone_is_still_cleaned_up() {
         .owned_by("c1")
         .with_finalizer()
         .deleting();
-    assert_eq!(gate(&dc, None), Gate::Proceed);
+    assert_eq!(gate(&dc.metadata, None), Gate::Proceed);
     let waiting = DockerCluster::test("c1").owned_by("c1");
-    assert!(matches!(gate(&waiting, None), Gate::Skip(_)));
+    assert!(matches!(gate(&waiting.metadata, None), Gate::Skip(_)));
 }
 
 #[test]

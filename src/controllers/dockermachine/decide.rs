@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use kube::core::ObjectMeta;
+
 use crate::api::capi::{Cluster, Machine, is_paused};
 use crate::api::conditions::{
     BOOTSTRAP_COMPLETED_CONDITION, BOOTSTRAP_TIMED_OUT_REASON, CGROUPS_READY_CONDITION,
@@ -31,8 +33,10 @@ pub const NODE_RETRY: Duration = Duration::from_secs(5);
 /// What the reconcile does with a DockerMachine before touching any infrastructure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Gate {
-    /// Leave it; the text says why (logged).
+    /// Leave it until something it watches changes; the text says why (logged).
     Skip(&'static str),
+    /// Leave it and look again after [`GATE_RETRY`]: what it waits for is not watched (logged).
+    Wait(&'static str),
     /// The owner Machine is unknown while deleting: only remove our finalizer.
     ReleaseFinalizer,
     /// Paused: only record the `Paused` condition.
@@ -40,6 +44,10 @@ pub enum Gate {
     /// Reconcile (normal or delete).
     Proceed,
 }
+
+/// Pause before looking again for an object the controller does not watch (a pool machine's
+/// MachinePool).
+pub const GATE_RETRY: Duration = Duration::from_secs(10);
 
 /// The objects around a DockerMachine, as found.
 #[derive(Debug, Clone, Copy, Default)]
@@ -50,13 +58,43 @@ pub struct Owners<'a> {
     pub cluster: Option<&'a Cluster>,
     /// The Cluster's DockerCluster.
     pub docker_cluster: Option<&'a DockerCluster>,
+    /// A machine of a MachinePool (label `cluster.x-k8s.io/pool-name`) whose MachinePool was not
+    /// found: its bootstrap data and version are unknown.
+    pub machine_pool_missing: bool,
 }
 
-/// The preamble, in CAPD's order: owner Machine, Cluster, DockerCluster, paused,
-/// `spec.infrastructureRef`. A DockerMachine being deleted proceeds as soon as its Machine
-/// reference exists, so its container is removed even when the other objects are already gone.
-pub fn gate(docker_machine: &DockerMachine, owners: Owners<'_>) -> Gate {
-    let meta = &docker_machine.metadata;
+/// The preamble, in CAPD 1.12's order: owner Machine, Cluster, paused, `spec.infrastructureRef`,
+/// DockerCluster, and a pool machine's MachinePool. A DockerMachine being deleted proceeds as soon
+/// as its Machine reference exists, so its container is removed even when the other objects are
+/// already gone.
+pub fn gate(meta: &ObjectMeta, owners: Owners<'_>) -> Gate {
+    let first = owner_gate(meta, owners.machine, owners.cluster);
+    if first != Gate::Proceed || is_deleting(meta) {
+        return first;
+    }
+    if owners
+        .cluster
+        .is_some_and(|c| c.spec.infrastructure_ref.is_none())
+    {
+        return Gate::Skip("Cluster has no infrastructureRef yet");
+    }
+    if owners.docker_cluster.is_none() {
+        return Gate::Skip(
+            "The infrastructure cluster (DockerCluster or DevCluster) is not available yet",
+        );
+    }
+    if owners.machine_pool_missing {
+        return Gate::Wait(
+            "Waiting for the MachinePool named by the label cluster.x-k8s.io/pool-name",
+        );
+    }
+    Gate::Proceed
+}
+
+/// The part of the preamble that needs only the owners: the owner Machine, its Cluster, and
+/// pause. It also guards objects this provider cannot serve (a Dev* backend it does not
+/// implement), which the contract leaves alone until they are owned and while they are paused.
+pub fn owner_gate(meta: &ObjectMeta, machine: Option<&Machine>, cluster: Option<&Cluster>) -> Gate {
     let deleting = is_deleting(meta);
     let has_finalizer = meta
         .finalizers
@@ -73,25 +111,15 @@ pub fn gate(docker_machine: &DockerMachine, owners: Owners<'_>) -> Gate {
             )
         };
     }
-    if deleting && (owners.machine.is_none() || owners.cluster.is_none()) {
-        return Gate::Proceed;
-    }
-    let Some(_machine) = owners.machine else {
-        return Gate::Skip("Waiting for the owner Machine to exist");
+    let (Some(_), Some(cluster)) = (machine, cluster) else {
+        return match (deleting, machine) {
+            (true, _) => Gate::Proceed,
+            (false, None) => Gate::Skip("Waiting for the owner Machine to exist"),
+            (false, Some(_)) => Gate::Skip("Waiting for the Cluster to exist"),
+        };
     };
-    let Some(cluster) = owners.cluster else {
-        return Gate::Skip("Waiting for the Cluster to exist");
-    };
-    if owners.docker_cluster.is_none() && !deleting {
-        return Gate::Skip(
-            "The infrastructure cluster (DockerCluster or DevCluster) is not available yet",
-        );
-    }
     if is_paused(cluster, meta) {
         return Gate::Paused;
-    }
-    if cluster.spec.infrastructure_ref.is_none() && !deleting {
-        return Gate::Skip("Cluster has no infrastructureRef yet");
     }
     Gate::Proceed
 }
@@ -134,12 +162,11 @@ pub fn container_step(
     observed: Observed,
 ) -> ContainerStep {
     let generation = docker_machine.metadata.generation;
+    let provisioned = !docker_machine.spec.provider_id.is_empty();
     match observed {
-        Observed::Running => return ContainerStep::Running,
+        Observed::Running if provisioned => return ContainerStep::Running,
         Observed::Stopped => return ContainerStep::Restart,
-        Observed::Absent if !docker_machine.spec.provider_id.is_empty() => {
-            return ContainerStep::Lost;
-        }
+        Observed::Absent if provisioned => return ContainerStep::Lost,
         // A pool creates its containers before their DockerMachines: this one is gone, and the
         // DockerMachinePool replaces the machine (it deletes the owner Machine).
         Observed::Absent if is_pool_machine(docker_machine) => {
@@ -148,7 +175,7 @@ pub fn container_step(
                 generation,
             ));
         }
-        Observed::Absent => {}
+        Observed::Absent | Observed::Running => {}
     }
     if !cluster.infrastructure_provisioned() {
         return ContainerStep::Wait(condition(
@@ -179,7 +206,12 @@ pub fn container_step(
             generation,
         ));
     }
-    ContainerStep::Create
+    // A machine is provisioned only with its bootstrap data at hand: a pool machine's container
+    // runs before its DockerMachine exists, and waits here like any other machine.
+    match observed {
+        Observed::Running => ContainerStep::Running,
+        _ => ContainerStep::Create,
+    }
 }
 
 /// `ContainerProvisioned` for a running container. `note` says what was done to it (a restart);

@@ -27,6 +27,7 @@ mod tests;
 
 use std::sync::Arc;
 
+use kube::core::ObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::{Api, ResourceExt};
@@ -45,7 +46,7 @@ use crate::api::conditions::{
     Condition, ConditionStatus, FAILED_REASON, find_condition,
 };
 use crate::api::v1beta2::{DockerMachine, DockerMachineStatus};
-use crate::api::{DOCKER_MACHINE_FINALIZER, WEIGHT_ANNOTATION};
+use crate::api::{DOCKER_MACHINE_FINALIZER, MACHINE_POOL_NAME_LABEL, WEIGHT_ANNOTATION};
 
 /// Name of the controller in metrics and logs.
 pub const CONTROLLER: &str = "dockermachine";
@@ -72,7 +73,8 @@ where
 
 /// The objects around a DockerMachine, fetched.
 pub struct Fetched {
-    /// Owner Machine.
+    /// Owner Machine; a pool machine's with its MachinePool's bootstrap data and version
+    /// ([`Machine::in_pool`](crate::api::capi::Machine::in_pool)).
     pub machine: Option<crate::api::capi::Machine>,
     /// Name of the Cluster.
     pub cluster_name: Option<String>,
@@ -80,18 +82,44 @@ pub struct Fetched {
     pub cluster: Option<crate::api::capi::Cluster>,
     /// The DockerCluster or DevCluster the Cluster points to, as a DockerCluster.
     pub docker_cluster: Option<ClusterView>,
+    /// A pool machine whose MachinePool was not found.
+    pub machine_pool_missing: bool,
 }
 
-async fn fetch(ctx: &Context, docker_machine: &DockerMachine) -> Result<Fetched> {
-    let namespace = docker_machine.namespace().unwrap_or_default();
-    let machine = match owner_machine(&docker_machine.metadata) {
+impl Fetched {
+    fn owners(&self) -> Owners<'_> {
+        Owners {
+            machine: self.machine.as_ref(),
+            cluster: self.cluster.as_ref(),
+            docker_cluster: self.docker_cluster.as_deref(),
+            machine_pool_missing: self.machine_pool_missing,
+        }
+    }
+}
+
+/// Fetches what a machine's metadata names: its Machine (for a machine of a MachinePool, label
+/// `cluster.x-k8s.io/pool-name`, read together with the MachinePool, as CAPD 1.12 does), the
+/// Cluster and its infrastructure cluster.
+async fn fetch(ctx: &Context, meta: &ObjectMeta) -> Result<Fetched> {
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let mut machine = match owner_machine(meta) {
         Some(name) => ctx.machine(&namespace, name).await?,
         None => None,
     };
+    let mut machine_pool_missing = false;
+    if let (Some(owner), Some(label)) = (machine.take(), pool_label(meta)) {
+        match ctx.labelled_machine_pool(&namespace, label).await? {
+            Some(pool) => machine = Some(owner.in_pool(&pool)),
+            None => {
+                machine_pool_missing = true;
+                machine = Some(owner);
+            }
+        }
+    }
     let cluster_name = machine
         .as_ref()
         .and_then(machine_cluster)
-        .or_else(|| cluster_label(&docker_machine.metadata))
+        .or_else(|| cluster_label(meta))
         .map(str::to_string);
     let cluster = match &cluster_name {
         Some(name) => ctx.cluster(&namespace, name).await?,
@@ -109,7 +137,17 @@ async fn fetch(ctx: &Context, docker_machine: &DockerMachine) -> Result<Fetched>
         cluster_name,
         cluster,
         docker_cluster,
+        machine_pool_missing,
     })
+}
+
+/// The `cluster.x-k8s.io/pool-name` label of a machine of a MachinePool.
+fn pool_label(meta: &ObjectMeta) -> Option<&str> {
+    meta.labels
+        .as_ref()?
+        .get(MACHINE_POOL_NAME_LABEL)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
 }
 
 #[instrument(skip_all, fields(kind = %K::kind(&()), object = %key(object.meta())), err)]
@@ -117,26 +155,36 @@ async fn reconcile_one<K>(object: &Arc<K>, ctx: &Context) -> Result<Action>
 where
     K: ServedKind<Docker = DockerMachine>,
 {
+    let fetched = fetch(ctx, object.meta()).await?;
     let docker_machine = match object.view() {
         Ok(view) => view,
         Err(backend) => {
-            return unsupported::reconcile(ctx, object.as_ref(), DOCKER_MACHINE_FINALIZER, backend)
-                .await;
+            // Not ours to serve, but still the contract's to gate: nothing is written before the
+            // object is owned, nor while it is paused.
+            return match decide::owner_gate(
+                object.meta(),
+                fetched.machine.as_ref(),
+                fetched.cluster.as_ref(),
+            ) {
+                Gate::Skip(_) | Gate::Wait(_) | Gate::Paused => Ok(Action::await_change()),
+                Gate::ReleaseFinalizer | Gate::Proceed => {
+                    unsupported::reconcile(ctx, object.as_ref(), DOCKER_MACHINE_FINALIZER, backend)
+                        .await
+                }
+            };
         }
     };
     let docker_machine = &docker_machine;
     let namespace = docker_machine.namespace().unwrap_or_default();
-    let fetched = fetch(ctx, docker_machine).await?;
-    let owners = Owners {
-        machine: fetched.machine.as_ref(),
-        cluster: fetched.cluster.as_ref(),
-        docker_cluster: fetched.docker_cluster.as_deref(),
-    };
     let api: Api<K> = ctx.api(&namespace);
-    match decide::gate(docker_machine, owners) {
+    match decide::gate(&docker_machine.metadata, fetched.owners()) {
         Gate::Skip(why) => {
             tracing::info!(reason = why, "Not reconciling");
             return Ok(Action::await_change());
+        }
+        Gate::Wait(why) => {
+            tracing::info!(reason = why, "Not reconciling yet");
+            return Ok(Action::requeue(decide::GATE_RETRY));
         }
         Gate::ReleaseFinalizer => {
             ctx.tasks.cancel_all(&docker_machine.key());

@@ -48,6 +48,7 @@ async fn a_pass_over_a_provisioned_machine_asks_the_engine_once() {
         cluster_name: Some("c1".into()),
         cluster: Some(Cluster::test("c1").with_infrastructure_provisioned()),
         docker_cluster: Some(View::docker(DockerCluster::test("c1"))),
+        machine_pool_missing: false,
     };
     // The test context's API server is unreachable, so the pass ends in an error after its
     // Docker side, which is what is counted: whether the container runs, its labels and its

@@ -15,6 +15,7 @@ fn owners<'a>(machine: &'a Machine, cluster: &'a Cluster, dc: &'a DockerCluster)
         machine: Some(machine),
         cluster: Some(cluster),
         docker_cluster: Some(dc),
+        machine_pool_missing: false,
     }
 }
 
@@ -28,7 +29,7 @@ fn ready_cluster() -> Cluster {
 fn a_machine_without_owner_waits_for_the_machine_controller() {
     let dm = DockerMachine::test("m1");
     assert_eq!(
-        gate(&dm, Owners::default()),
+        gate(&dm.metadata, Owners::default()),
         Gate::Skip("Waiting for Machine Controller to set OwnerRef on the infrastructure machine")
     );
 }
@@ -36,7 +37,10 @@ fn a_machine_without_owner_waits_for_the_machine_controller() {
 #[test]
 fn a_deleting_machine_without_owner_only_releases_its_finalizer() {
     let dm = DockerMachine::test("m1").with_finalizer().deleting();
-    assert_eq!(gate(&dm, Owners::default()), Gate::ReleaseFinalizer);
+    assert_eq!(
+        gate(&dm.metadata, Owners::default()),
+        Gate::ReleaseFinalizer
+    );
 }
 
 #[test]
@@ -46,7 +50,7 @@ fn a_machine_waits_for_its_cluster_and_docker_cluster() {
     let cluster = ready_cluster();
     assert!(matches!(
         gate(
-            &dm,
+            &dm.metadata,
             Owners {
                 machine: Some(&machine),
                 ..Default::default()
@@ -56,11 +60,11 @@ fn a_machine_waits_for_its_cluster_and_docker_cluster() {
     ));
     assert_eq!(
         gate(
-            &dm,
+            &dm.metadata,
             Owners {
                 machine: Some(&machine),
                 cluster: Some(&cluster),
-                docker_cluster: None
+                ..Default::default()
             }
         ),
         Gate::Skip("The infrastructure cluster (DockerCluster or DevCluster) is not available yet")
@@ -74,16 +78,60 @@ fn a_paused_cluster_or_annotation_pauses_the_machine() {
     let paused_cluster = ready_cluster().paused();
     let dm = DockerMachine::test("m1").owned_by("m1");
     assert_eq!(
-        gate(&dm, owners(&machine, &paused_cluster, &dc)),
+        gate(&dm.metadata, owners(&machine, &paused_cluster, &dc)),
         Gate::Paused
     );
     let annotated = DockerMachine::test("m1").owned_by("m1").paused();
     let cluster = ready_cluster();
     assert_eq!(
-        gate(&annotated, owners(&machine, &cluster, &dc)),
+        gate(&annotated.metadata, owners(&machine, &cluster, &dc)),
         Gate::Paused
     );
-    assert_eq!(gate(&dm, owners(&machine, &cluster, &dc)), Gate::Proceed);
+    assert_eq!(
+        gate(&dm.metadata, owners(&machine, &cluster, &dc)),
+        Gate::Proceed
+    );
+}
+
+#[test]
+fn a_pool_machine_without_its_machine_pool_waits_and_looks_again() {
+    let dm = DockerMachine::test("m1").owned_by("m1");
+    let (machine, cluster, dc) = (
+        Machine::test("m1"),
+        ready_cluster(),
+        DockerCluster::test("c1"),
+    );
+    let owners = Owners {
+        machine_pool_missing: true,
+        ..owners(&machine, &cluster, &dc)
+    };
+    assert!(matches!(gate(&dm.metadata, owners), Gate::Wait(_)));
+    // Deleting needs neither its bootstrap data nor its version.
+    let deleting = dm.with_finalizer().deleting();
+    assert_eq!(gate(&deleting.metadata, owners), Gate::Proceed);
+}
+
+#[test]
+fn objects_this_provider_cannot_serve_are_gated_by_owner_and_pause_alone() {
+    let dm = DockerMachine::test("m1").owned_by("m1");
+    let machine = Machine::test("m1");
+    // No DockerCluster (an unsupported backend's cluster is none of ours): still Proceed.
+    assert_eq!(
+        owner_gate(&dm.metadata, Some(&machine), Some(&ready_cluster())),
+        Gate::Proceed
+    );
+    assert_eq!(
+        owner_gate(
+            &dm.metadata,
+            Some(&machine),
+            Some(&ready_cluster().paused())
+        ),
+        Gate::Paused
+    );
+    assert!(matches!(
+        owner_gate(&DockerMachine::test("m1").metadata, None, None),
+        Gate::Skip(_)
+    ));
 }
 
 #[test]
@@ -92,7 +140,7 @@ fn a_deleting_machine_proceeds_even_when_its_cluster_is_gone() {
         .owned_by("m1")
         .with_finalizer()
         .deleting();
-    assert_eq!(gate(&dm, Owners::default()), Gate::Proceed);
+    assert_eq!(gate(&dm.metadata, Owners::default()), Gate::Proceed);
 }
 
 // ---- container ----------------------------------------------------------------------------
@@ -151,6 +199,27 @@ fn a_machine_with_bootstrap_data_gets_its_container_created_or_started_again() {
         ContainerStep::Restart,
         "a stopped container is started again, never recreated"
     );
+    assert_eq!(
+        container_step(&dm, &machine, &cluster, Observed::Running),
+        ContainerStep::Running
+    );
+}
+
+#[test]
+fn a_running_pool_container_is_not_provisioned_before_its_bootstrap_data_exists() {
+    // Core 1.12's pool Machine: no bootstrap data secret; the pool's has none yet either.
+    let machine = Machine::test("worker-abc123");
+    let mut dm = DockerMachine::test("worker-abc123").owned_by("worker-abc123");
+    dm.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(crate::api::MACHINE_POOL_NAME_LABEL.into(), "mp-0".into());
+    let cluster = ready_cluster().with_control_plane_initialized();
+    match container_step(&dm, &machine, &cluster, Observed::Running) {
+        ContainerStep::Wait(c) => assert_eq!(c.reason, "WaitingForBootstrapData"),
+        other => panic!("expected a wait for bootstrap data, got {other:?}"),
+    }
+    let machine = machine.with_bootstrap_secret("pool-bootstrap");
     assert_eq!(
         container_step(&dm, &machine, &cluster, Observed::Running),
         ContainerStep::Running

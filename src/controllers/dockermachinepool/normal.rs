@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::decide::{self, Plan};
 use super::{Fetched, cluster_machines, delete_machine, pool_docker_machines, write_status};
-use crate::api::capi::{Cluster, MachinePool};
+use crate::api::capi::{Cluster, MachinePool, label_value};
 use crate::api::v1beta2::DockerMachinePool;
 use crate::api::{CLUSTER_NAME_LABEL, MACHINE_POOL_NAME_LABEL};
 use crate::controllers::apply::{POOL_FIELD_MANAGER, apply_object, apply_object_as};
@@ -257,7 +257,9 @@ async fn apply_docker_machine(
     }
     let mut labels = json!({
         CLUSTER_NAME_LABEL: cluster_name,
-        MACHINE_POOL_NAME_LABEL: machine_pool.name_any(),
+        // Core selects a pool's infrastructure machines by this label, its value formatted as
+        // core formats names into labels.
+        MACHINE_POOL_NAME_LABEL: label_value(&machine_pool.name_any()),
     });
     // Selected by the same --watch-filter as its pool: else no controller would see it.
     if let Some(filter) = pool.labels().get(WATCH_FILTER_LABEL) {
