@@ -253,12 +253,53 @@ impl Env {
         .await
     }
 
-    /// Plays the Cluster controller: the infrastructure is provisioned.
+    /// Plays core 1.12's Cluster controller once the infrastructure cluster is provisioned
+    /// (`cluster_controller_phases.go`, `reconcileInfrastructure`): the Cluster's
+    /// `spec.controlPlaneEndpoint` copied while it is not valid yet, `status.failureDomains` set
+    /// from the infrastructure cluster's (each `controlPlane` defaulted to false, sorted by name),
+    /// and `status.initialization.infrastructureProvisioned`. Core does nothing of it before the
+    /// infrastructure cluster is provisioned; nor may a scenario.
     pub async fn mark_infrastructure_provisioned(&self, cluster: &str) {
+        let kind = infra(self.kinds.cluster());
+        let infra_cluster = self
+            .get(&kind, cluster)
+            .await
+            .unwrap_or_else(|| panic!("core: the infrastructure cluster {cluster} is missing"));
+        assert_eq!(
+            infra_cluster.data["status"]["initialization"]["provisioned"],
+            json!(true),
+            "core marks the Cluster's infrastructure provisioned only once {cluster}'s is"
+        );
+        let mut domains: Vec<Value> = infra_cluster.data["status"]["failureDomains"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for domain in &mut domains {
+            if domain["controlPlane"].is_null() {
+                domain["controlPlane"] = json!(false);
+            }
+        }
+        domains.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        let current = self.get(&capi("Cluster"), cluster).await.unwrap();
+        let endpoint = &current.data["spec"]["controlPlaneEndpoint"];
+        let valid = endpoint["host"].as_str().is_some_and(|h| !h.is_empty())
+            && endpoint["port"].as_i64().is_some_and(|p| p != 0);
+        if !valid {
+            let wanted = &infra_cluster.data["spec"]["controlPlaneEndpoint"];
+            self.merge_patch(
+                &capi("Cluster"),
+                cluster,
+                json!({"spec": {"controlPlaneEndpoint": wanted}}),
+            )
+            .await;
+        }
         self.merge_patch_status(
             &capi("Cluster"),
             cluster,
-            json!({"status": {"initialization": {"infrastructureProvisioned": true}}}),
+            json!({"status": {
+                "initialization": {"infrastructureProvisioned": true},
+                "failureDomains": domains
+            }}),
         )
         .await;
     }

@@ -1,19 +1,22 @@
-//! The suite playing Cluster API core's MachinePool controller, as the InfraMachinePool contract
-//! describes it: the MachinePool owns its DockerMachinePool and carries the bootstrap data
-//! secret; core creates one Machine per DockerMachine of the pool and makes it the DockerMachine's
-//! controller; a deleting Machine's DockerMachine is deleted, then the Machine released; the
-//! pool's `providerIDList` is copied to the MachinePool.
+//! The suite playing Cluster API core 1.12's MachinePool controller and, for the pool's
+//! Machines, its Machine controller, as their source does it (the table in `e2e/README.md` names
+//! the files and functions): the MachinePool owns its DockerMachinePool and carries the bootstrap
+//! data secret; once the workload cluster is reachable and the pool names its machines' kind,
+//! core makes one Machine per DockerMachine, named after it, with an empty bootstrap data secret
+//! name and a version only from a Node; the Machine controller adds its finalizer, makes the
+//! Machine the DockerMachine's controller, copies `spec.providerID` once provisioned, and on
+//! deletion deletes the DockerMachine before it releases the Machine; the pool's
+//! `providerIDList` and replicas are copied once the DockerMachinePool is `status.ready`.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::time::Duration;
 
+use base64::Engine as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use crate::core::{
-    MACHINE_FINALIZER, MachineSpec, capi, condition_state, infra, owner, provisioned,
-};
+use crate::core::{MACHINE_FINALIZER, capi, condition_state, infra, owner, provisioned};
 use crate::{Env, eventually};
 
 /// The label core and the provider put on a MachinePool's Machines and DockerMachines.
@@ -122,7 +125,8 @@ impl Env {
     pub async fn pool_objects(&self, resource: &ApiResource, pool: &Pool) -> Vec<DynamicObject> {
         let selector = format!(
             "cluster.x-k8s.io/cluster-name={},{POOL_NAME_LABEL}={}",
-            pool.cluster, pool.name
+            pool.cluster,
+            label_value(&pool.name)
         );
         let mut items = self
             .api(resource)
@@ -155,25 +159,163 @@ impl Env {
         }
     }
 
-    /// One pass of core's MachinePool controller.
+    /// One pass of core 1.12's MachinePool controller (`reconcileInfrastructure`), then of its
+    /// Machine controller for the pool's Machines.
     async fn machine_pool_core_pass(&self, pool: &Pool) {
         let Some(machine_pool) = self.get(&capi("MachinePool"), &pool.name).await else {
             return;
         };
-        for docker_machine in self.pool_objects(&infra("DockerMachine"), pool).await {
-            if docker_machine.metadata.deletion_timestamp.is_none()
-                && !controlled_by_machine(&docker_machine)
-            {
-                self.adopt_docker_machine(&machine_pool, pool, &docker_machine)
-                    .await;
+        let Some(dmp) = self.get(&infra("DockerMachinePool"), &pool.name).await else {
+            return;
+        };
+        // Core reaches the workload cluster (its ClusterCache) before it makes any Machine.
+        if !self.workload_reachable(&pool.cluster).await {
+            return;
+        }
+        // `reconcileMachines`: only for a pool that names its machines' kind.
+        if dmp.data["status"]["infrastructureMachineKind"] == "DockerMachine" {
+            let nodes = self.workload_nodes_by_provider_id().await;
+            for docker_machine in self.pool_objects(&infra("DockerMachine"), pool).await {
+                if docker_machine.metadata.deletion_timestamp.is_none() {
+                    self.apply_pool_machine(&machine_pool, pool, &docker_machine, &nodes)
+                        .await;
+                }
             }
         }
         for machine in self.pool_objects(&capi("Machine"), pool).await {
-            if machine.metadata.deletion_timestamp.is_none() {
-                continue;
+            self.machine_controller_pass(&machine).await;
+        }
+        // Ready is the infrastructure pool's `status.ready` (core 1.12 reads no other field of
+        // an InfraMachinePool); only then are the provider IDs and replicas copied.
+        if dmp.data["status"]["ready"] != json!(true) {
+            return;
+        }
+        let ids = &dmp.data["spec"]["providerIDList"];
+        let empty = ids.as_array().is_none_or(Vec::is_empty);
+        let replicas = machine_pool.data["spec"]["replicas"].as_u64().unwrap_or(1);
+        if empty && replicas != 0 {
+            return;
+        }
+        if machine_pool.data["spec"]["providerIDList"] != *ids {
+            self.merge_patch(
+                &capi("MachinePool"),
+                &pool.name,
+                json!({"spec": {"providerIDList": ids}}),
+            )
+            .await;
+        }
+        // CAPD omits a zero `status.replicas`; core reads it as 0.
+        let status_replicas = json!(dmp.data["status"]["replicas"].as_i64().unwrap_or(0));
+        if machine_pool.data["status"]["replicas"] != status_replicas {
+            self.merge_patch_status(
+                &capi("MachinePool"),
+                &pool.name,
+                json!({"status": {"replicas": status_replicas}}),
+            )
+            .await;
+        }
+    }
+
+    /// Whether core's cluster cache reaches the workload cluster: its kubeconfig Secret exists.
+    async fn workload_reachable(&self, cluster: &str) -> bool {
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), &self.namespace);
+        secrets
+            .get_opt(&format!("{cluster}-kubeconfig"))
+            .await
+            .ok()
+            .flatten()
+            .is_some()
+    }
+
+    /// The workload cluster's Nodes by `spec.providerID`, with their kubelet versions.
+    async fn workload_nodes_by_provider_id(&self) -> Vec<(String, String)> {
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> =
+            kube::Api::all(self.workload_client.clone());
+        let Ok(list) = nodes.list(&ListParams::default()).await else {
+            return Vec::new();
+        };
+        list.items
+            .into_iter()
+            .filter_map(|node| {
+                let id = node.spec?.provider_id.filter(|id| !id.is_empty())?;
+                let version = node
+                    .status
+                    .and_then(|s| s.node_info)
+                    .map(|i| i.kubelet_version)
+                    .unwrap_or_default();
+                Some((id, version))
+            })
+            .collect()
+    }
+
+    /// Core's Machine for a pool's DockerMachine (`computeDesiredMachine`), created or brought
+    /// up to date as core's server-side apply does.
+    async fn apply_pool_machine(
+        &self,
+        machine_pool: &DynamicObject,
+        pool: &Pool,
+        docker_machine: &DynamicObject,
+        nodes: &[(String, String)],
+    ) {
+        let name = docker_machine.metadata.name.clone().unwrap_or_default();
+        let desired = pool_machine(machine_pool, pool, docker_machine, nodes);
+        match self.get(&capi("Machine"), &name).await {
+            None => {
+                self.create(&capi("Machine"), desired).await;
             }
-            let name = machine.metadata.name.clone().unwrap_or_default();
-            match self.get(&infra("DockerMachine"), &name).await {
+            Some(machine) => {
+                let labels = &desired["metadata"]["labels"];
+                let version = &desired["spec"]["version"];
+                let stale = labels.as_object().is_some_and(|wanted| {
+                    wanted.iter().any(|(k, v)| {
+                        machine
+                            .metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(k))
+                            .map(String::as_str)
+                            != v.as_str()
+                    })
+                });
+                if stale || (!version.is_null() && machine.data["spec"]["version"] != *version) {
+                    self.merge_patch(
+                        &capi("Machine"),
+                        &name,
+                        json!({"metadata": {"labels": labels}, "spec": {"version": version}}),
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+
+    /// One pass of core 1.12's Machine controller for a pool Machine: its finalizer, the
+    /// infrastructure machine made its controlled child, `spec.providerID` copied once the
+    /// machine is provisioned, and on deletion the infrastructure machine deleted, waited for,
+    /// and the finalizer released.
+    async fn machine_controller_pass(&self, machine: &DynamicObject) {
+        let name = machine.metadata.name.clone().unwrap_or_default();
+        let deleting = machine.metadata.deletion_timestamp.is_some();
+        let has_finalizer = machine
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == MACHINE_FINALIZER);
+        if !deleting && !has_finalizer {
+            // `EnsureFinalizer`: added, and the pass ends.
+            self.merge_patch(
+                &capi("Machine"),
+                &name,
+                json!({"metadata": {"finalizers": [MACHINE_FINALIZER]}}),
+            )
+            .await;
+            return;
+        }
+        let docker_machine = self.get(&infra("DockerMachine"), &name).await;
+        if deleting {
+            match docker_machine {
                 None => self.release_machine(&name, MACHINE_DELETION).await,
                 Some(dm) if dm.metadata.deletion_timestamp.is_none() => {
                     self.finish_machine_deletion(&name, MACHINE_DELETION).await;
@@ -181,36 +323,35 @@ impl Env {
                 // Deleting since an earlier (cancelled) pass: released once gone.
                 Some(_) => {}
             }
+            return;
         }
-        if let Some(dmp) = self.get(&infra("DockerMachinePool"), &pool.name).await {
-            let ids = &dmp.data["spec"]["providerIDList"];
-            if machine_pool.data["spec"]["providerIDList"] != *ids {
-                self.merge_patch(
-                    &capi("MachinePool"),
-                    &pool.name,
-                    json!({"spec": {"providerIDList": ids}}),
-                )
-                .await;
-            }
+        let Some(docker_machine) = docker_machine else {
+            return;
+        };
+        if !controlled_by_machine(&docker_machine) {
+            self.adopt_docker_machine(machine, &docker_machine).await;
+        }
+        let provider_id = &docker_machine.data["spec"]["providerID"];
+        let provisioned =
+            docker_machine.data["status"]["initialization"]["provisioned"] == json!(true);
+        if provisioned
+            && provider_id.as_str().is_some_and(|id| !id.is_empty())
+            && machine.data["spec"]["providerID"] != *provider_id
+        {
+            self.merge_patch(
+                &capi("Machine"),
+                &name,
+                json!({"spec": {"providerID": provider_id}}),
+            )
+            .await;
         }
     }
 
-    /// Core's Machine for a pool DockerMachine (created unless a cancelled pass did), made the
-    /// DockerMachine's controller.
-    async fn adopt_docker_machine(
-        &self,
-        machine_pool: &DynamicObject,
-        pool: &Pool,
-        docker_machine: &DynamicObject,
-    ) {
+    /// The Machine controller's `ensureExternalOwnershipAndWatch`: the Machine becomes the
+    /// infrastructure machine's controller (other owners kept, as the pool's), and the
+    /// cluster-name label is set.
+    async fn adopt_docker_machine(&self, machine: &DynamicObject, docker_machine: &DynamicObject) {
         let name = docker_machine.metadata.name.clone().unwrap_or_default();
-        let machine = match self.get(&capi("Machine"), &name).await {
-            Some(machine) => machine,
-            None => {
-                let body = self.pool_machine(machine_pool, pool, &name);
-                self.create(&capi("Machine"), body).await
-            }
-        };
         let mut owners: Vec<Value> = docker_machine
             .metadata
             .owner_references
@@ -218,37 +359,17 @@ impl Env {
             .flatten()
             .map(|r| serde_json::to_value(r).unwrap())
             .collect();
-        owners.push(owner("Machine", &machine));
+        owners.push(owner("Machine", machine));
+        let cluster = &machine.data["spec"]["clusterName"];
         self.merge_patch(
             &infra("DockerMachine"),
             &name,
-            json!({"metadata": {"ownerReferences": owners}}),
+            json!({"metadata": {
+                "ownerReferences": owners,
+                "labels": {"cluster.x-k8s.io/cluster-name": cluster}
+            }}),
         )
         .await;
-    }
-
-    /// The Machine core makes for a pool's DockerMachine: the MachinePool template's labels,
-    /// version and bootstrap data, owned by the MachinePool, held by core's finalizer.
-    fn pool_machine(&self, machine_pool: &DynamicObject, pool: &Pool, name: &str) -> Value {
-        let template = &machine_pool.data["spec"]["template"];
-        let spec = MachineSpec {
-            bootstrap_secret: template["spec"]["bootstrap"]["dataSecretName"]
-                .as_str()
-                .map(str::to_string),
-            ..MachineSpec::default()
-        };
-        let mut machine = self.machine(&pool.cluster, name, &spec);
-        if let (Some(labels), Some(template_labels)) = (
-            machine["metadata"]["labels"].as_object_mut(),
-            template["metadata"]["labels"].as_object(),
-        ) {
-            labels.extend(template_labels.clone());
-        }
-        machine["metadata"]["labels"][POOL_NAME_LABEL] = json!(pool.name);
-        machine["metadata"]["ownerReferences"] = json!([owner("MachinePool", machine_pool)]);
-        machine["metadata"]["finalizers"] = json!([MACHINE_FINALIZER]);
-        machine["spec"]["version"] = template["spec"]["version"].clone();
-        machine
     }
 
     /// Waits until the pool settled at `replicas`: as many containers, DockerMachines (all
@@ -286,6 +407,85 @@ impl Env {
         });
         self.playing_machine_pool(pool, settled).await
     }
+}
+
+/// The Machine core 1.12's MachinePool controller makes for a pool's infrastructure machine
+/// (`machinepool_controller_phases.go`, `computeDesiredMachine`): the infrastructure machine's
+/// name, the MachinePool as controller, the template's labels and annotations with the pool-name
+/// and cluster-name labels forced, an empty bootstrap data secret name, and a version only once
+/// a Node with the machine's provider ID reports its kubelet's. No finalizer: the Machine
+/// controller adds it.
+fn pool_machine(
+    machine_pool: &DynamicObject,
+    pool: &Pool,
+    docker_machine: &DynamicObject,
+    nodes: &[(String, String)],
+) -> Value {
+    let template = &machine_pool.data["spec"]["template"];
+    let name = docker_machine.metadata.name.clone().unwrap_or_default();
+    let mut labels = template["metadata"]["labels"].clone();
+    if !labels.is_object() {
+        labels = json!({});
+    }
+    labels[POOL_NAME_LABEL] = json!(label_value(&pool.name));
+    labels["cluster.x-k8s.io/cluster-name"] = json!(pool.cluster);
+    let mut spec = json!({
+        "clusterName": pool.cluster,
+        "bootstrap": {"dataSecretName": ""},
+        "infrastructureRef": {
+            "apiGroup": "infrastructure.cluster.x-k8s.io",
+            "kind": "DockerMachine",
+            "name": name
+        }
+    });
+    let provider_id = docker_machine.data["spec"]["providerID"].as_str();
+    if let Some((_, version)) = nodes
+        .iter()
+        .find(|(id, version)| Some(id.as_str()) == provider_id && !version.is_empty())
+    {
+        spec["version"] = json!(version);
+    }
+    let mut metadata = json!({
+        "name": name,
+        "labels": labels,
+        "ownerReferences": [owner("MachinePool", machine_pool)]
+    });
+    if let Some(annotations) = template["metadata"]["annotations"].as_object() {
+        metadata["annotations"] = json!(annotations);
+    }
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Machine",
+        "metadata": metadata,
+        "spec": spec
+    })
+}
+
+/// A name as core 1.12 writes it into a label value (`util/labels/format`, `MustFormatValue`):
+/// the name when it is a valid label value, else `hash_` and the unpadded URL-safe base64 of its
+/// FNV-32a digest (big-endian) and `_z`. Written here from core's description, apart from the
+/// provider's own, so that a provider that formats differently is caught.
+pub fn label_value(name: &str) -> String {
+    let valid = name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && name
+            .chars()
+            .next()
+            .is_none_or(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .last()
+            .is_none_or(|c| c.is_ascii_alphanumeric());
+    if valid {
+        return name.to_string();
+    }
+    let digest = name.bytes().fold(2_166_136_261_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(16_777_619)
+    });
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.to_be_bytes());
+    format!("hash_{encoded}_z")
 }
 
 /// Whether a Machine is the object's controller.

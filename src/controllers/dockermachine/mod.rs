@@ -107,13 +107,12 @@ async fn fetch(ctx: &Context, meta: &ObjectMeta) -> Result<Fetched> {
         None => None,
     };
     let mut machine_pool_missing = false;
-    if let (Some(owner), Some(label)) = (machine.take(), pool_label(meta)) {
+    if let Some(label) = pool_label(meta)
+        && machine.is_some()
+    {
         match ctx.labelled_machine_pool(&namespace, label).await? {
-            Some(pool) => machine = Some(owner.in_pool(&pool)),
-            None => {
-                machine_pool_missing = true;
-                machine = Some(owner);
-            }
+            Some(pool) => machine = machine.map(|m| m.in_pool(&pool)),
+            None => machine_pool_missing = true,
         }
     }
     let cluster_name = machine

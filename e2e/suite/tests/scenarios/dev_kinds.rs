@@ -37,7 +37,22 @@ async fn the_in_memory_backend_is_reported_unsupported_and_provisions_nothing() 
         }),
     )
     .await;
-    env.mark_infrastructure_provisioned(&name).await;
+    // The same, paused: not written to, as the contract asks of a paused object.
+    env.create(
+        &infra("DevCluster"),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "DevCluster",
+            "metadata": {
+                "name": format!("{name}-paused"),
+                "labels": env.labels(&name),
+                "annotations": {"cluster.x-k8s.io/paused": ""},
+                "ownerReferences": [owner("Cluster", &cluster)]
+            },
+            "spec": {"backend": {"inMemory": {}}}
+        }),
+    )
+    .await;
     let machine = env
         .create(
             &capi("Machine"),
@@ -93,6 +108,18 @@ async fn the_in_memory_backend_is_reported_unsupported_and_provisions_nothing() 
         Vec::<String>::new(),
         "no container for an inMemory cluster"
     );
+    // Both were there from the start; the unpaused one was written to long ago.
+    let paused = env
+        .get(&infra("DevCluster"), &format!("{name}-paused"))
+        .await
+        .unwrap();
+    assert_eq!(
+        paused.data["status"],
+        json!(null),
+        "a paused unsupported DevCluster is left alone"
+    );
+    env.delete(&infra("DevCluster"), &format!("{name}-paused"))
+        .await;
 
     // Deletion is not held up: nothing of ours is there to clean up.
     for (kind, object) in [("DevMachine", "m1"), ("DevCluster", name.as_str())] {
