@@ -293,6 +293,12 @@ impl Env {
             )
             .await;
         }
+        // An empty list is omitted, as Go's `omitempty` does (the CRD wants at least one item).
+        let domains = if domains.is_empty() {
+            Value::Null
+        } else {
+            json!(domains)
+        };
         self.merge_patch_status(
             &capi("Cluster"),
             cluster,
