@@ -17,6 +17,7 @@ pub mod core;
 pub mod docker;
 pub mod engine_proxy;
 pub mod env;
+pub mod kubeadm;
 pub mod manager;
 pub mod observe;
 pub mod pool;

@@ -13,6 +13,7 @@ mod scenarios {
     pub mod outage;
     pub mod pause;
     pub mod quick_start;
+    pub mod real_cluster;
     pub mod resilience;
     pub mod scale;
     pub mod side_by_side;

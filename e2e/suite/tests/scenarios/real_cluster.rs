@@ -1,0 +1,268 @@
+//! Real nodes (issue 29): a real workload cluster through the provider. The real node image of
+//! `e2e/images/real` (systemd, containerd, kubelet and kubeadm v1.28.4), bootstrap data shaped as
+//! CABPK 1.12 writes it and KCP's part played by the suite (`capd_e2e::kubeadm`): one control
+//! plane initialised, a worker joined with a bootstrap token, the control plane scaled to three,
+//! the worker removed, the oldest control plane scaled down (drained from the load balancer, its
+//! etcd member removed, its Node deleted), then the cluster deleted with nothing left. Every
+//! check goes through the load balancer with the admin kubeconfig core would write.
+//!
+//! It runs only where it can: an engine that accepts privileged containers (rootful Podman here:
+//! `hack/podman.sh`) holding the real node image (`bash e2e/images/real/build.sh`, then load it
+//! into that engine). Otherwise it prints why and passes, unless `CAPD_E2E_REAL_NODES=required`,
+//! which makes that a failure.
+
+use std::time::{Duration, Instant};
+
+use capd_e2e::kubeadm::*;
+use capd_e2e::tls::https_get_until;
+use capd_e2e::*;
+use serde_json::json;
+
+/// The weight annotation the provider sets on control plane DockerMachines.
+const WEIGHT_ANNOTATION: &str = "dockermachine.infrastructure.cluster.x-k8s.io/weight";
+
+/// The real node image when this run can use it, else `None` after saying why.
+fn real_node_image() -> Option<String> {
+    let required = std::env::var("CAPD_E2E_REAL_NODES").is_ok_and(|v| v == "required");
+    let skip = |why: String| -> Option<String> {
+        assert!(!required, "CAPD_E2E_REAL_NODES=required, but {why}");
+        println!(
+            "real_cluster: skipped: {why} (CAPD_E2E_REAL_NODES=required makes this a failure)"
+        );
+        None
+    };
+    let Some(image) = real_node_image_setting() else {
+        return skip("no real node image was built (bash e2e/images/real/build.sh)".into());
+    };
+    let engine = std::env::var("DOCKER_HOST").unwrap_or_else(|_| "the default engine".into());
+    if !docker(&["image", "inspect", "--format", "{{.Id}}", &image]).0 {
+        return skip(format!(
+            "{engine} has no image {image} (for Podman: docker save {image} | podman load)"
+        ));
+    }
+    if !privileged_allowed(&image) {
+        return skip(format!(
+            "{engine} refuses privileged containers (a rootful Podman accepts them: hack/podman.sh)"
+        ));
+    }
+    Some(image)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
+    let Some(image) = real_node_image() else {
+        return;
+    };
+    let mut env = Env::scenario("real", &[]).await;
+    let name = env.cluster_name();
+    let node = |machine: &str| format!("{name}-{machine}");
+    let mut timings: Vec<(String, Duration)> = Vec::new();
+    let started = Instant::now();
+
+    // Core and the user: the Cluster (with its network, which CABPK copies into kubeadm's) and
+    // the DockerCluster; the load balancer comes up and the infrastructure is provisioned. KCP
+    // stores the cluster's certificates and the admin kubeconfig.
+    let cluster = env
+        .create_real_cluster(
+            &name,
+            &image,
+            // One failure domain: core 1.12's Cluster CRD takes no empty `status.failureDomains`.
+            json!({"failureDomains": [{"name": "fd-a", "controlPlane": true}]}),
+            Duration::from_secs(120),
+        )
+        .await;
+    timings.push((
+        "cluster infrastructure provisioned".into(),
+        started.elapsed(),
+    ));
+
+    // KCP: the first control plane. The API server answers through the load balancer; KCP sees
+    // kubeadm's uploaded configuration and marks the control plane initialized.
+    let (workload, progress) = cluster.init(&env, "cp0").await;
+    timings.push((
+        "cp0: created -> kubeadm init done".into(),
+        progress.bootstrapped,
+    ));
+    timings.push((
+        "cp0: created -> first control plane Ready".into(),
+        progress.ready,
+    ));
+    let lb = cluster.load_balancer();
+    let port = cluster.load_balancer_port();
+
+    // A worker joins (CABPK: a bootstrap token in the workload cluster first), then KCP scales
+    // up one control plane at a time, once every existing one is Ready.
+    for (machine, control_plane) in [("md0", false), ("cp1", true), ("cp2", true)] {
+        let progress = cluster.join(&env, &workload, machine, control_plane).await;
+        timings.push((
+            format!("{machine}: created -> kubeadm join done"),
+            progress.bootstrapped,
+        ));
+        timings.push((format!("{machine}: created -> Node Ready"), progress.ready));
+    }
+
+    // Every Node is registered and Ready, with its DockerMachine's provider ID.
+    let machines = ["cp0", "cp1", "cp2", "md0"].map(String::from);
+    cluster
+        .wait_nodes_match_machines(&env, &workload, &machines, Duration::from_secs(120))
+        .await;
+    // The nodes run with the cluster's PKI from the management cluster's Secrets (kubeadm made
+    // no CA of its own), the joined control planes included.
+    for (path, expected) in [
+        (
+            "/etc/kubernetes/pki/ca.crt",
+            cluster.certificates.ca.cert_pem(),
+        ),
+        (
+            "/etc/kubernetes/pki/etcd/ca.crt",
+            cluster.certificates.etcd.cert_pem(),
+        ),
+        (
+            "/etc/kubernetes/pki/front-proxy-ca.crt",
+            cluster.certificates.front_proxy.cert_pem(),
+        ),
+        (
+            "/etc/kubernetes/pki/sa.pub",
+            cluster.certificates.service_account.public_pem(),
+        ),
+    ] {
+        for machine in ["cp0", "cp2"] {
+            assert_eq!(
+                docker_exec(&node(machine), &["cat", path]),
+                expected.trim_end(),
+                "{path} on {machine}"
+            );
+        }
+    }
+    // Three weighted backends in the load balancer, three etcd members.
+    let backends = |machines: &[&str]| -> Vec<(String, String, u32)> {
+        let mut b: Vec<_> = machines
+            .iter()
+            .map(|m| {
+                (
+                    node(m),
+                    format!("{}:6443", ip_on(&node(m), &env.network)),
+                    100,
+                )
+            })
+            .collect();
+        b.sort();
+        b
+    };
+    let mut current = haproxy_backends(&haproxy_config(&lb));
+    current.sort();
+    assert_eq!(current, backends(&["cp0", "cp1", "cp2"]));
+    let etcd = EtcdClient::new(&cluster.certificates.etcd);
+    let members = etcd
+        .members(&ip_on(&node("cp1"), &env.network))
+        .await
+        .expect("etcd members");
+    let mut member_names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+    member_names.sort();
+    assert_eq!(member_names, [node("cp0"), node("cp1"), node("cp2")]);
+
+    // The worker goes as core removes a Machine: drained, its DockerMachine deleted, then its
+    // Node.
+    let removing = Instant::now();
+    let worker = node("md0");
+    let worker_volumes = container_volumes(&worker);
+    cluster
+        .remove_worker(&env, &workload, "md0", Duration::from_secs(120))
+        .await;
+    assert!(!cluster_containers(&name).contains(&worker));
+    assert!(worker_volumes.iter().all(|v| !volume_exists(v)));
+    timings.push((
+        "md0: removed (drain, container, Node)".into(),
+        removing.elapsed(),
+    ));
+
+    // KCP scales the control plane down by its oldest Machine. The provider drains it from the
+    // load balancer as soon as the Machine is deleting, before anything else happens.
+    let removing = Instant::now();
+    let victim = node("cp0");
+    env.begin_machine_deletion("cp0").await;
+    eventually(Duration::from_secs(60), "cp0 to be drained", || async {
+        let drained = haproxy_backends(&haproxy_config(&lb))
+            .iter()
+            .any(|(n, _, w)| *n == victim && *w == 0);
+        let dm = env.get(&infra("DockerMachine"), "cp0").await?;
+        let weight = dm.metadata.annotations?.get(WEIGHT_ANNOTATION).cloned();
+        (drained && weight.as_deref() == Some("0")).then_some(())
+    })
+    .await;
+    workload.drain(&victim).await;
+    // KCP's pre-terminate hook: etcd leadership off the member, then the member removed.
+    let remaining: Vec<(String, String)> = ["cp1", "cp2"]
+        .iter()
+        .map(|m| (node(m), ip_on(&node(m), &env.network)))
+        .collect();
+    let removed = etcd
+        .remove_member_for_node(&victim, &ip_on(&victim, &env.network), &remaining)
+        .await
+        .expect("KCP removes the etcd member");
+    let removed = removed.expect("cp0 had an etcd member");
+    assert_eq!(removed.member.name, victim);
+    println!(
+        "real_cluster: etcd member of {victim} removed (leadership moved to: {})",
+        removed
+            .leadership_moved_to
+            .as_deref()
+            .unwrap_or("none, it did not lead")
+    );
+    let victim_volumes = container_volumes(&victim);
+    env.finish_machine_deletion("cp0", Duration::from_secs(120))
+        .await;
+    // New connections: the load balancer sends them to the remaining control planes only.
+    let workload = Workload::connect(&cluster.kubeconfig).await;
+    workload.delete_node(&victim, Duration::from_secs(60)).await;
+    timings.push((
+        "cp0: scaled down (drain, etcd, container, Node)".into(),
+        removing.elapsed(),
+    ));
+    let mut current = haproxy_backends(&haproxy_config(&lb));
+    current.sort();
+    assert_eq!(current, backends(&["cp1", "cp2"]), "cp0's backend is gone");
+    assert!(victim_volumes.iter().all(|v| !volume_exists(v)));
+    let members = etcd.members(&remaining[0].1).await.expect("etcd members");
+    let mut member_names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+    member_names.sort();
+    assert_eq!(member_names, [node("cp1"), node("cp2")]);
+    let answer = https_get_until(port, "/healthz", Duration::from_secs(60), |a| {
+        a.status == 200
+    })
+    .await
+    .expect("/healthz through the load balancer after the scale-down");
+    assert_eq!(answer.body.trim(), "ok");
+    eventually(
+        Duration::from_secs(120),
+        "the two remaining Nodes, Ready",
+        || async {
+            let nodes = workload.nodes().await?;
+            let mut names: Vec<String> = nodes
+                .iter()
+                .filter_map(|n| n.metadata.name.clone())
+                .collect();
+            names.sort();
+            (names == [node("cp1"), node("cp2")] && nodes.iter().all(node_ready)).then_some(())
+        },
+    )
+    .await;
+
+    // Deleting the cluster as core does leaves no container, volume, network or finalizer.
+    let deleting = Instant::now();
+    let mut volumes = victim_volumes;
+    volumes.extend(worker_volumes);
+    for container in [&lb, &node("cp1"), &node("cp2")] {
+        volumes.extend(container_volumes(container));
+    }
+    env.delete_cluster_as_core(&name, Duration::from_secs(180))
+        .await;
+    env.assert_nothing_left(&name, &volumes).await;
+    timings.push(("cluster deleted, nothing left".into(), deleting.elapsed()));
+
+    println!("real_cluster ({image}, Kubernetes {REAL_NODE_VERSION}):");
+    for (what, took) in &timings {
+        println!("  {what:<52} {:>6.1}s", took.as_secs_f64());
+    }
+    println!("  {:<52} {:>6.1}s", "all", started.elapsed().as_secs_f64());
+}
