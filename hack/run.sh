@@ -9,6 +9,16 @@
 #                                 and deletes it on Ctrl-C, leaving nothing behind
 #   bash hack/run.sh --sandbox --once     the same without a terminal: create, check, delete, exit
 #                                 (0 when all went well)
+#   bash hack/run.sh --real       a sandbox whose cluster is a REAL Kubernetes v1.28.4 cluster: the
+#                                 real node image (e2e/images/real, built when missing: the first
+#                                 build compiles Kubernetes, ~13 min on two cores) bootstrapped by
+#                                 real kubeadm with data from the e2e suite's CABPK/KCP stand-in;
+#                                 ends with the workload cluster's `kubectl get nodes -o wide`
+#                                 (its kubeconfig: out/sandbox/demo.kubeconfig). Real nodes need
+#                                 privileged containers: when Docker refuses them, it runs them on
+#                                 a private rootful Podman (hack/podman.sh), stopped on exit.
+#                                 `--real --once` checks (Nodes Ready through the load balancer,
+#                                 provider IDs, /healthz through haproxy), deletes, exits
 #   Sandbox options: --control-planes N, --workers N (default 1 and 1), --no-demo (the API server
 #   and the manager only: Cluster API's part is then played by hand or by the e2e suite).
 #   bash hack/run.sh [options] -- <manager flags>   extra flags for the manager (see `--help`)
@@ -25,6 +35,7 @@ cd "$(dirname "$0")/.."
 
 sandbox=false
 once=false
+real=false
 demo=true
 stand_in_args=()
 manager_args=()
@@ -32,11 +43,12 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --sandbox) sandbox=true; shift ;;
     --once) once=true; sandbox=true; stand_in_args+=(--once); shift ;;
+    --real) real=true; sandbox=true; shift ;;
     --control-planes) stand_in_args+=(--control-plane-machines "${2:?--control-planes needs a number}"); shift 2 ;;
     --workers) stand_in_args+=(--worker-machines "${2:?--workers needs a number}"); shift 2 ;;
     --no-demo) demo=false; shift ;;
     --) shift; manager_args=("$@"); break ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "hack/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,6 +64,10 @@ if [ "$sandbox" = false ] && [ ${#stand_in_args[@]} -gt 0 ]; then
 fi
 if [ "$once" = true ] && [ "$demo" = false ]; then
   echo "hack/run.sh: --once runs the demo cluster; it cannot go with --no-demo" >&2
+  exit 2
+fi
+if [ "$real" = true ] && [ "$demo" = false ]; then
+  echo "hack/run.sh: --real builds the demo cluster with real nodes; it cannot go with --no-demo" >&2
   exit 2
 fi
 
@@ -84,9 +100,22 @@ if [ "$sandbox" = false ]; then
 fi
 
 # The sandbox. The test images stand in for kindest/node and kindest/haproxy (there is no
-# registry); they run unprivileged, which sandboxed engines require.
+# registry); they run unprivileged, which sandboxed engines require. With --real, the nodes are the
+# real node image (e2e/images/real), which needs privileged containers; the load balancer is still
+# the test haproxy image.
 echo "--- test node images (built when missing: about a minute, needs root for debootstrap)"
 bash e2e/images/build.sh
+if [ "$real" = true ]; then
+  if ! bash e2e/images/real/build.sh --check >/dev/null 2>&1; then
+    echo "--- real node image: missing, building it (bash e2e/images/real/build.sh; the first build compiles Kubernetes v1.28.4 from ../shared/k8s, ~13 minutes on two cores, then ~2-3 minutes for the image; later builds reuse the binaries)"
+  fi
+  bash e2e/images/real/build.sh >/dev/null
+  # shellcheck disable=SC1091
+  source e2e/images/.build/real.env
+  echo "--- real node image: $CAPD_REAL_NODE_IMAGE (Kubernetes v1.28.4)"
+  stand_in_args+=(--real-node-image "$CAPD_REAL_NODE_IMAGE")
+  export CAPD_RS_UNPRIVILEGED_CONTAINERS=false
+fi
 export CAPD_DOCKER_NETWORK="${CAPD_DOCKER_NETWORK:-capd-sandbox}"
 export CAPD_RS_UNPRIVILEGED_CONTAINERS="${CAPD_RS_UNPRIVILEGED_CONTAINERS:-true}"
 network=$CAPD_DOCKER_NETWORK
@@ -95,6 +124,7 @@ cluster=demo
 out=out/sandbox
 mkdir -p "$out"
 kubeconfig="$PWD/$out/kubeconfig"
+podman_dir=
 
 # What a demo cluster may leave in the engine when its run was killed: its containers on the
 # sandbox network (with their anonymous volumes), then the network once unused, if the provider made
@@ -120,10 +150,32 @@ cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   sweep
+  if [ -n "$podman_dir" ]; then
+    bash hack/podman.sh stop "$podman_dir"
+    echo "--- stopped the private Podman service"
+  fi
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# Real nodes run privileged: on the configured engine when it allows that, else on a private
+# rootful Podman service (in a session of its own, so that Ctrl-C leaves it to the cleanup), which
+# the manager and the stand-in reach through DOCKER_HOST.
+if [ "$real" = true ]; then
+  # shellcheck disable=SC1091
+  source e2e/images/.build/images.env
+  if docker run --rm --privileged --entrypoint true "$CAPD_TEST_NODE_IMAGE" >/dev/null 2>&1; then
+    echo "--- engine: ${DOCKER_HOST:-the Docker engine} accepts privileged containers; the real nodes run there"
+  else
+    echo "--- engine: Podman (a private rootful service, hack/podman.sh), since Docker refuses privileged containers, which real nodes need; loading the images into it (the first time ~30 s)"
+    podman_dir=$PWD/$out/podman
+    bash hack/podman.sh stop "$podman_dir"   # a service left by a run killed harder
+    host=$(setsid -w bash hack/podman.sh start "$podman_dir")
+    export DOCKER_HOST=${host#DOCKER_HOST=}
+    echo "--- engine: Podman at $DOCKER_HOST (stopped on exit; see its containers with: DOCKER_HOST=$DOCKER_HOST docker ps)"
+  fi
+fi
 sweep
 
 # The API server and the manager run in sessions of their own: Ctrl-C reaches only the stand-in,

@@ -4,12 +4,15 @@
 //! Cluster, DockerCluster, Machines and DockerMachines with owner references, bootstrap data
 //! secrets of cloud-init the test node image runs, infrastructure provisioned, control plane
 //! initialized, Nodes in a workload test API server), shows a live view of it ([`view`]), scales
-//! its workers on request, and deletes it in core's order at the end.
+//! its workers on request, and deletes it in core's order at the end. With `--real-node-image`
+//! ([`real`]) the Machines are real Kubernetes nodes, bootstrapped by real kubeadm with data from
+//! the suite's CABPK and KCP stand-in.
 
+pub mod real;
 pub mod view;
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use clap::Parser;
@@ -22,8 +25,10 @@ use crate::core::{MachineSpec, capi, cloud_config, cloud_config_running, infra};
 use crate::docker::{
     CLUSTER_LABEL, cluster_containers, cluster_containers_table, container_volumes, published_port,
 };
+use crate::kubeadm::REAL_NODE_VERSION;
 use crate::tls::https_get_until;
 use crate::{Env, eventually};
+use real::Built;
 use view::{Objects, Screen, render};
 
 /// The annotation of the Cluster whose value is the number of workers the stand-in keeps (it
@@ -58,9 +63,15 @@ pub struct Args {
     /// Where the workload cluster's kubeconfig is written.
     #[arg(long, default_value = "out/sandbox")]
     pub out_dir: PathBuf,
-    /// How long each step (provisioning, deletion) may take, in seconds.
+    /// How long each step (provisioning, deletion) may take, in seconds (real nodes: their
+    /// bootstrap may take 10 minutes, their Node 5 more).
     #[arg(long, default_value_t = 180)]
     pub timeout: u64,
+    /// Build a real Kubernetes cluster from this node image (`e2e/images/real`), its Machines
+    /// bootstrapped by real kubeadm with data from the suite's CABPK and KCP stand-in, instead of
+    /// test node containers. The engine must accept privileged containers.
+    #[arg(long, value_name = "IMAGE")]
+    pub real_node_image: Option<String>,
 }
 
 /// The Machine names of a cluster: `control-plane-<i>` and `worker-<i>`.
@@ -78,6 +89,8 @@ pub struct StandIn {
     env: Env,
     args: Args,
     screen: Mutex<Screen>,
+    /// The real cluster, once built (real nodes only).
+    real: OnceLock<Built>,
 }
 
 impl StandIn {
@@ -89,6 +102,7 @@ impl StandIn {
             env,
             args,
             screen: Mutex::new(Screen::default()),
+            real: OnceLock::new(),
         }
     }
 
@@ -106,8 +120,14 @@ impl StandIn {
     /// Returns whether everything succeeded; the cluster is deleted in every case.
     pub async fn run(&self) -> bool {
         let name = self.args.cluster_name.clone();
+        let nodes = match &self.args.real_node_image {
+            Some(image) => format!(
+                " with real nodes ({image}, Kubernetes {REAL_NODE_VERSION}; bootstrap data from the suite's CABPK and KCP stand-in)"
+            ),
+            None => String::new(),
+        };
         self.say(&format!(
-            "--- capi-stand-in: creating cluster {name} (control plane machines: {}, workers: {}) as Cluster API core would",
+            "--- capi-stand-in: creating cluster {name} (control plane machines: {}, workers: {}){nodes} as Cluster API core would",
             self.args.control_plane_machines, self.args.worker_machines
         ));
         let created = tokio::select! {
@@ -232,8 +252,12 @@ impl StandIn {
     }
 
     /// What `clusterctl generate cluster | kubectl apply` and core's controllers do, until every
-    /// Machine is provisioned and its Node carries its provider ID.
+    /// Machine is provisioned and its Node carries its provider ID (real nodes:
+    /// [`StandIn::create_real`]).
     async fn create(&self) {
+        if let Some(image) = &self.args.real_node_image {
+            return self.create_real(image).await;
+        }
         let env = &self.env;
         let name = &self.args.cluster_name;
         let cluster = env.create_cluster(name, false).await;
@@ -304,8 +328,11 @@ impl StandIn {
     }
 
     /// Prints the containers, the load balancer answering through haproxy, the kubeconfigs and
-    /// what to try next.
+    /// what to try next (real nodes: [`StandIn::report_real`]).
     async fn report(&self) {
+        if self.args.real_node_image.is_some() {
+            return self.report_real().await;
+        }
         let env = &self.env;
         let name = &self.args.cluster_name;
         let lb = format!("{name}-lb");
@@ -383,6 +410,9 @@ impl StandIn {
     /// Plays a MachineDeployment: new workers join, the newest ones go first (Node, then Machine
     /// in core's order).
     async fn scale(&self, from: u32, to: u32) {
+        if self.args.real_node_image.is_some() {
+            return self.scale_real(from, to).await;
+        }
         for i in from..to {
             self.create_machine(false, i, self.join_secret()).await;
         }
@@ -438,6 +468,20 @@ mod tests {
         );
         assert!(!args.once);
         assert_eq!(args.out_dir, PathBuf::from("out/sandbox"));
+        assert_eq!(
+            args.real_node_image, None,
+            "test node containers by default"
+        );
+    }
+
+    #[test]
+    fn a_real_node_image_makes_a_real_cluster() {
+        let args = parse(&["--real-node-image", "capd-test/realnode:abc", "--once"]).unwrap();
+        assert_eq!(
+            args.real_node_image.as_deref(),
+            Some("capd-test/realnode:abc")
+        );
+        assert!(args.once);
     }
 
     #[test]
