@@ -172,6 +172,8 @@ pub struct MachineSpec {
     pub image: Option<String>,
     /// The DockerMachine's `preLoadImages`.
     pub preload_images: Vec<String>,
+    /// `spec.version` (KCP and MachineSets copy theirs); `v1.31.0` when unset.
+    pub version: Option<String>,
 }
 
 impl Env {
@@ -359,7 +361,7 @@ impl Env {
         }
         let mut machine_spec = json!({
             "clusterName": cluster,
-            "version": "v1.31.0",
+            "version": spec.version.as_deref().unwrap_or("v1.31.0"),
             "bootstrap": bootstrap,
             "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": self.kinds.machine(), "name": name}
         });

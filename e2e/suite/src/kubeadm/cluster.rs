@@ -174,9 +174,10 @@ impl RealCluster {
             control_plane,
             bootstrap_secret: Some(machine.to_string()),
             image: Some(self.image.clone()),
+            version: Some(REAL_NODE_VERSION.to_string()),
             ..MachineSpec::default()
         };
-        env.create_machine_at_version(&self.settings.name, machine, &spec, REAL_NODE_VERSION)
+        env.create_machine_with(&self.settings.name, machine, &spec)
             .await;
         created
     }

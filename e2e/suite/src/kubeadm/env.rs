@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::certs::{Authority, ClusterCertificates, cluster_secret};
 use super::token::{BootstrapToken, DEFAULT_TOKEN_TTL};
-use crate::{Env, MachineSpec, capi, condition, eventually, infra, owner};
+use crate::{Env, capi, condition, eventually, infra, owner};
 
 impl Env {
     /// KCP's `reconcileClusterCertificates`: the cluster CA, etcd CA, front-proxy CA and
@@ -75,45 +75,6 @@ impl Env {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         api.create(&PostParams::default(), &secret).await.unwrap();
         kubeconfig
-    }
-
-    /// A Machine as described with `spec.version` (KCP and MachineSets copy theirs), and its
-    /// DockerMachine, owned by it.
-    pub async fn create_machine_at_version(
-        &self,
-        cluster: &str,
-        name: &str,
-        spec: &MachineSpec,
-        version: &str,
-    ) -> (DynamicObject, DynamicObject) {
-        let mut body = self.machine(cluster, name, spec);
-        body["spec"]["version"] = json!(version);
-        let machine = self.create(&capi("Machine"), body).await;
-        let labels = machine.metadata.labels.clone().unwrap_or_default();
-        let image = spec
-            .image
-            .clone()
-            .unwrap_or_else(|| self.images.node.clone());
-        let docker_machine_spec = self
-            .kinds
-            .spec(json!({"customImage": image}), &["providerID"]);
-        let kind = self.kinds.machine();
-        let docker_machine = self
-            .create(
-                &infra(kind),
-                json!({
-                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                    "kind": kind,
-                    "metadata": {
-                        "name": name,
-                        "labels": labels,
-                        "ownerReferences": [owner("Machine", &machine)]
-                    },
-                    "spec": docker_machine_spec
-                }),
-            )
-            .await;
-        (machine, docker_machine)
     }
 
     /// Waits until a DockerMachine's bootstrap completed and it is provisioned; panics at once,
