@@ -4,7 +4,9 @@
 //!
 //! [`RealCluster`] strings these together into the steps of a real cluster's life (created,
 //! first control plane, joins, a worker removed, Nodes checked against the DockerMachines), which
-//! the real-node scenario and the sandbox's stand-in (`hack/run.sh --real`) share.
+//! the real-node scenario and the sandbox's stand-in (`hack/run.sh --real`) share. [`Floor`]
+//! bootstraps the same node image by hand with the same kubeadm commands, the baseline the
+//! scenario reports the provider's times against.
 //!
 //! Paths are relative to `kubernetes-sigs/cluster-api` at `release-1.12`.
 //!
@@ -30,6 +32,7 @@ mod cluster;
 mod config;
 mod env;
 mod etcd;
+mod floor;
 mod token;
 
 #[cfg(test)]
@@ -55,4 +58,8 @@ pub use config::{
 };
 pub use env::{Workload, node_ready};
 pub use etcd::{ETCD_CLIENT_PORT, EtcdClient, Member, Removal, parse_http_answer};
+pub use floor::{
+    CREATED_BY_LABEL, Floor, FloorTimes, PREFLIGHT_FLAG, init_config_file, kubeadm_command,
+    node_container_spec, node_run_args, ratio_line, worker_join_config_file, write_files_script,
+};
 pub use token::{BootstrapToken, DEFAULT_NODE_TOKEN_GROUP, DEFAULT_TOKEN_TTL};

@@ -6,6 +6,10 @@
 //! etcd member removed, its Node deleted), then the cluster deleted with nothing left. Every
 //! check goes through the load balancer with the admin kubeconfig core would write.
 //!
+//! Then the floor ([`Floor`]): the same node image bootstrapped by hand with the same kubeadm
+//! commands, one control plane and one worker, whose times the provider's are printed against as
+//! ratios (provider / floor), never asserted. Its endpoint is the control plane's own address.
+//!
 //! It runs only where it can: an engine that accepts privileged containers (rootful Podman here:
 //! `hack/podman.sh`) holding the real node image (`bash e2e/images/real/build.sh`, then load it
 //! into that engine). Otherwise it prints why and passes, unless `CAPD_E2E_REAL_NODES=required`,
@@ -79,6 +83,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     // KCP: the first control plane. The API server answers through the load balancer; KCP sees
     // kubeadm's uploaded configuration and marks the control plane initialized.
     let (workload, progress) = cluster.init(&env, "cp0").await;
+    let provider_cp0 = progress;
     timings.push((
         "cp0: created -> kubeadm init done".into(),
         progress.bootstrapped,
@@ -92,8 +97,12 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
 
     // A worker joins (CABPK: a bootstrap token in the workload cluster first), then KCP scales
     // up one control plane at a time, once every existing one is Ready.
+    let mut provider_md0 = None;
     for (machine, control_plane) in [("md0", false), ("cp1", true), ("cp2", true)] {
         let progress = cluster.join(&env, &workload, machine, control_plane).await;
+        if machine == "md0" {
+            provider_md0 = Some(progress);
+        }
         timings.push((
             format!("{machine}: created -> kubeadm join done"),
             progress.bootstrapped,
@@ -260,9 +269,46 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     env.assert_nothing_left(&name, &volumes).await;
     timings.push(("cluster deleted, nothing left".into(), deleting.elapsed()));
 
+    // The floor, after the provider's cluster is gone (so neither slows the other): the same
+    // image and kubeadm commands by hand, then everything it made removed.
+    let mut floor = Floor::new(&image);
+    env.adopt_cluster(&floor.name);
+    let floor_times = floor.measure(&cluster.spec).await;
+    let left = floor.remove();
+    assert!(left.is_empty(), "the floor left {left:?}");
+
     println!("real_cluster ({image}, Kubernetes {REAL_NODE_VERSION}):");
     for (what, took) in &timings {
         println!("  {what:<52} {:>6.1}s", took.as_secs_f64());
     }
     println!("  {:<52} {:>6.1}s", "all", started.elapsed().as_secs_f64());
+    let provider_md0 = provider_md0.expect("md0 joined");
+    println!(
+        "real_cluster against the floor (the same image and kubeadm commands by hand; the floor's \
+         control-plane endpoint is its control plane's own address, no load balancer):"
+    );
+    for (what, provider, floor) in [
+        (
+            "cp0: created -> kubeadm init done",
+            provider_cp0.bootstrapped,
+            floor_times.control_plane.bootstrapped,
+        ),
+        (
+            "cp0: created -> first control plane Ready",
+            provider_cp0.ready,
+            floor_times.control_plane.ready,
+        ),
+        (
+            "md0: created -> kubeadm join done",
+            provider_md0.bootstrapped,
+            floor_times.worker.bootstrapped,
+        ),
+        (
+            "md0: created -> Node Ready",
+            provider_md0.ready,
+            floor_times.worker.ready,
+        ),
+    ] {
+        println!("  {}", ratio_line(what, provider, floor));
+    }
 }
