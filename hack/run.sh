@@ -213,14 +213,19 @@ fi
 echo "--- starting the manager (log: $out/manager.log)"
 setsid "${manager[@]}" >"$out/manager.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 300); do
+# Ready within a second on a quiet machine; the bound is generous for a machine busy with builds.
+for _ in $(seq 1 900); do
   curl -sf http://127.0.0.1:9440/readyz >/dev/null 2>&1 && break
   kill -0 "${pids[-1]}" 2>/dev/null || break
   sleep 0.1
 done
 if ! curl -sf http://127.0.0.1:9440/readyz >/dev/null 2>&1; then
-  tail -n 20 "$out/manager.log" >&2
-  echo "hack/run.sh: the manager did not become ready (log: $out/manager.log)" >&2
+  tail -n 40 "$out/manager.log" >&2
+  echo "readyz: $(curl -s http://127.0.0.1:9440/readyz 2>&1 || echo 'no answer')" >&2
+  echo "--- the sandbox API server's log (last 20 lines of $out/apiserver.log)" >&2
+  tail -n 20 "$out/apiserver.log" >&2
+  echo "who listens on 9440: $(ss -ltnp 'sport = :9440' 2>/dev/null | tail -n +2)" >&2
+  echo "hack/run.sh: the manager did not become ready in 90 s (log: $out/manager.log)" >&2
   exit 1
 fi
 
