@@ -1,6 +1,7 @@
 //! The Gardener `Infrastructure` controller against the test Kubernetes API server and the real
-//! Docker engine: create, reconcile after a change, migrate then restore, delete, invalid
-//! configuration, and adopting a network we did not create without ever removing it.
+//! Docker engine: create, reconcile after a change, migrate to another seed (two API servers, one
+//! engine) and restore there as gardenlet does, delete, invalid configuration, and adopting a
+//! network we did not create without ever removing it.
 //!
 //! Every Docker network used here has a process-unique name and is removed at the end, even when
 //! a test fails. Skips (with a message) when no Docker engine answers.
@@ -138,21 +139,51 @@ async fn create_change_migrate_restore_and_delete_on_docker() {
         "migration keeps the Docker network"
     );
 
-    // Restore adopts it again.
-    env.annotate("infra", "restore").await;
-    let restored = env.wait_operation("infra", "Restore", "Succeeded").await;
-    assert!(has_finalizer(&restored));
-    assert_eq!(operation(&restored), None);
-    assert_eq!(provider_status(&restored).network.id, docker.id);
-
+    // The source seed deletes its migrated copy: the network stays.
+    let state = migrated.status.as_ref().unwrap().state.clone().unwrap();
     env.delete("infra").await;
     env.wait_gone("infra").await;
+    assert_eq!(
+        inspect(&engine, &network).await.map(|n| n.id),
+        Some(docker.id.clone()),
+        "the source's deletion keeps the Docker network"
+    );
+    env.stop().await;
+
+    // The destination seed, as gardenlet restores: wait-for-state, the state, then restore.
+    let runtime: Arc<dyn ContainerRuntime> = engine.clone();
+    let destination = Env::start(runtime, "shoot--it--life").await;
+    destination
+        .create_annotated(
+            "infra",
+            "docker",
+            Some(config(json!({"name": network, "cidr": second.to_string()}))),
+            Some("wait-for-state"),
+        )
+        .await;
+    destination.write_state("infra", &state).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!has_finalizer(&destination.get("infra").await));
+    destination.annotate("infra", "restore").await;
+    let restored = destination
+        .wait_operation("infra", "Restore", "Succeeded")
+        .await;
+    assert!(has_finalizer(&restored));
+    assert_eq!(provider_status(&restored).network.id, docker.id);
+    destination
+        .wait_for("infra", "the restore annotation removed", |i| {
+            operation(i).is_none()
+        })
+        .await;
+
+    destination.delete("infra").await;
+    destination.wait_gone("infra").await;
     assert_eq!(
         inspect(&engine, &network).await,
         None,
         "the network we created is removed with the Infrastructure"
     );
-    env.stop().await;
+    destination.stop().await;
 }
 
 #[tokio::test]

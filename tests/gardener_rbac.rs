@@ -1,6 +1,8 @@
 //! Packaging of the Gardener controller: the optional `config/gardener` kustomize component, added
-//! to `config/default` the way its README section says, turns the flag on and grants exactly what
-//! the controller does on `extensions.gardener.cloud` infrastructures; `config/gardener/standalone`
+//! to `config/default` the way the book says (`docs/src/gardener.md`, "Deploying"), turns the flag
+//! on and grants exactly what
+//! the controller does on `extensions.gardener.cloud` infrastructures and clusters and on its
+//! heartbeat Lease; `config/gardener/standalone`
 //! deploys the extension alone, without Cluster API, CAPD CRDs or webhooks.
 //!
 //! Needs `kubectl` (its built-in kustomize), like `tests/components.rs`.
@@ -100,8 +102,11 @@ fn the_component_turns_the_controller_on_with_least_privilege() {
              "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": ["extensions.gardener.cloud"], "resources": ["infrastructures/status"],
              "verbs": ["get", "patch"]},
+            {"apiGroups": ["extensions.gardener.cloud"], "resources": ["clusters"],
+             "verbs": ["get"]},
         ]),
-        "watch and patch (finalizer, annotation, status); never create, update or delete"
+        "watch and patch (finalizer, annotation, status); never create, update or delete; \
+         read the shoot's Cluster by name"
     );
     assert_eq!(
         role["metadata"]["labels"]["cluster.x-k8s.io/provider"],
@@ -125,6 +130,21 @@ fn the_component_turns_the_controller_on_with_least_privilege() {
     let service_account = find(&objects, "ServiceAccount", "capd-manager");
     assert_eq!(service_account["metadata"]["namespace"], "capd-system");
 
+    let heartbeat = find(&objects, "Role", "capd-gardener-heartbeat-role");
+    assert_eq!(heartbeat["metadata"]["namespace"], "capd-system");
+    assert_eq!(heartbeat["rules"], heartbeat_rules());
+    let heartbeat_binding = find(
+        &objects,
+        "RoleBinding",
+        "capd-gardener-heartbeat-rolebinding",
+    );
+    assert_eq!(heartbeat_binding["metadata"]["namespace"], "capd-system");
+    assert_eq!(
+        heartbeat_binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "capd-manager", "namespace": "capd-system"}]),
+        "the heartbeat Lease is the manager's, in its namespace"
+    );
+
     let events = find(&objects, "ClusterRole", "capd-manager-role")["rules"]
         .as_array()
         .unwrap()
@@ -140,6 +160,15 @@ fn the_component_turns_the_controller_on_with_least_privilege() {
         events,
         "the manager role lets the controller publish Events"
     );
+}
+
+/// Create the heartbeat Lease, then read and renew only that one.
+fn heartbeat_rules() -> Value {
+    json!([
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "resourceNames": ["gardener-extension-heartbeat"], "verbs": ["get", "patch"]},
+    ])
 }
 
 #[test]
@@ -229,6 +258,7 @@ fn the_standalone_overlay_deploys_only_the_extension() {
         ),
         ("ClusterRoleBinding", "capd-gardener-manager-rolebinding"),
         ("RoleBinding", "capd-gardener-leader-election-rolebinding"),
+        ("RoleBinding", "capd-gardener-heartbeat-rolebinding"),
     ] {
         assert_eq!(
             find(&objects, kind, binding)["subjects"],
@@ -253,7 +283,19 @@ fn the_standalone_overlay_deploys_only_the_extension() {
         .collect();
     assert_eq!(
         roles.len(),
-        3,
-        "the controller's, the manager's and leader election's: {roles:?}"
+        4,
+        "the controller's, the manager's, leader election's and the heartbeat's: {roles:?}"
+    );
+    let heartbeat = find(&objects, "Role", "capd-gardener-heartbeat-role");
+    assert_eq!(heartbeat["metadata"]["namespace"], namespace);
+    assert_eq!(heartbeat["rules"], heartbeat_rules());
+    assert!(
+        pod["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "POD_NAMESPACE"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"),
+        "the heartbeat Lease goes to the manager's own namespace"
     );
 }

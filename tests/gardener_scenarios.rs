@@ -1,7 +1,8 @@
 //! The Gardener `Infrastructure` controller against the test Kubernetes API server and the
 //! in-memory fake Docker engine: what Gardener (gardenlet) and a user see in the object, for
-//! create, no-op resyncs, other types, invalid configuration, the reconcile annotation, deletion
-//! blocked by containers, and migrate followed by restore in "another seed".
+//! create, changes Gardener did not ask for, other types, invalid configuration, the reconcile
+//! annotation, deletion blocked by containers, migrate followed by restore, and drift repaired on
+//! Gardener's request.
 
 // Test crate: helpers outside #[test] functions fail the test by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -23,14 +24,6 @@ async fn start() -> (Env, Arc<FakeRuntime>) {
     let fake = Arc::new(FakeRuntime::new());
     let runtime: Arc<dyn ContainerRuntime> = fake.clone();
     (Env::start(runtime, "shoot--p--s").await, fake)
-}
-
-fn infrastructure_writes(env: &Env) -> Vec<(String, u64)> {
-    env.server
-        .write_counts()
-        .into_iter()
-        .filter(|(key, _)| key.contains("infrastructures"))
-        .collect()
 }
 
 #[tokio::test]
@@ -61,6 +54,11 @@ async fn create_publishes_the_network_and_a_resync_writes_nothing() {
     );
     let status = infra.status.clone().unwrap();
     assert_eq!(status.nodes_cidr.as_deref(), Some("10.213.1.0/24"));
+    assert_eq!(
+        status.networking.as_ref().unwrap().nodes,
+        ["10.213.1.0/24"],
+        "status.networking.nodes lists the network's subnets"
+    );
     assert_eq!(status.observed_generation, Some(1));
     assert_eq!(status.last_error, None);
     let state = InfrastructureState::from_value(status.state.as_ref()).unwrap();
@@ -94,7 +92,7 @@ async fn create_publishes_the_network_and_a_resync_writes_nothing() {
         );
     }
 
-    // A metadata-only change triggers a reconcile that finds everything in place.
+    // A metadata-only change is not Gardener asking for anything.
     env.server.reset_write_counts();
     let label = json!({"metadata": {"labels": {"touched": "yes"}}});
     env.api()
@@ -103,12 +101,12 @@ async fn create_publishes_the_network_and_a_resync_writes_nothing() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
-        infrastructure_writes(&env),
+        env.infrastructure_writes(),
         vec![(
             "patch infrastructures.extensions.gardener.cloud".to_string(),
             1
         )],
-        "only the test's own patch: a reconcile at rest writes nothing"
+        "only the test's own patch: nothing is written without Gardener's request"
     );
     assert_eq!(env.get("infra").await.status, infra.status);
     env.stop().await;
@@ -244,23 +242,18 @@ async fn migrate_keeps_the_network_and_restore_adopts_it_again() {
     env.wait_gone("infra").await;
     assert!(fake.networks().iter().any(|n| n.id == id));
 
-    // The destination seed creates the object again with the state and the restore annotation.
-    env.create(
+    // The destination seed creates the object waiting for its state, writes the state, then
+    // asks for the restore.
+    env.create_annotated(
         "infra",
         "docker",
         Some(config(
             json!({"name": "shoot-net", "cidr": "10.213.3.0/24"}),
         )),
+        Some("wait-for-state"),
     )
     .await;
-    env.api()
-        .patch_status(
-            "infra",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": {"state": state}})),
-        )
-        .await
-        .unwrap();
+    env.write_state("infra", state.as_ref().unwrap()).await;
     env.annotate("infra", "restore").await;
     let restored = env.wait_operation("infra", "Restore", "Succeeded").await;
     assert_eq!(
@@ -290,12 +283,12 @@ async fn a_network_removed_by_hand_is_recreated_on_the_next_reconcile() {
     let before = provider_status(&created).network;
     fake.remove_network(&before.id).await.unwrap();
 
-    // Any event (here a label; otherwise the periodic resync) finds the network missing.
-    let label = json!({"metadata": {"labels": {"nudge": "1"}}});
-    env.api()
-        .patch("infra", &PatchParams::default(), &Patch::Merge(&label))
-        .await
-        .unwrap();
+    // Drift repair is Gardener's to ask for: a label changes nothing, the reconcile annotation
+    // (its maintenance window) finds the network missing and creates it again.
+    env.label("infra", "nudge", "1").await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(!fake.networks().iter().any(|n| n.name == before.name));
+    env.annotate("infra", "reconcile").await;
     let repaired = env
         .wait_for("infra", "the network to be recreated", |i| {
             provider_status(i).network.id != before.id

@@ -1,6 +1,7 @@
 //! `InfrastructureConfig`: what a Gardener user writes in `spec.providerConfig`, and its
 //! validation (the contract's `ConfigValidator`: every problem found is reported at once, with
-//! the error code `ERR_CONFIGURATION_PROBLEM`).
+//! the error code `ERR_CONFIGURATION_PROBLEM`). What the configuration leaves open is taken from
+//! the Shoot ([`ShootNetwork`]): its nodes CIDR, and IPv6 for a dual-stack or IPv6 shoot.
 //!
 //! ```yaml
 //! providerConfig:
@@ -63,10 +64,13 @@ pub struct NetworksConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// IPv4 subnet of the nodes (for example `10.213.0.0/24`, prefix /8 to /29). A network we
-    /// create gets it; an existing network must have it. Default: chosen by the Docker engine.
+    /// create gets it; an existing network must have it. Default: the Shoot's
+    /// `spec.networking.nodes` when it is an IPv4 CIDR, else chosen by the Docker engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cidr: Option<String>,
-    /// IPv6 for the nodes. Default: IPv4 only.
+    /// IPv6 for the nodes. Default: IPv6 when the Shoot's `spec.networking.ipFamilies` names
+    /// `IPv6` (with its `spec.networking.nodes` as the subnet when that is an IPv6 CIDR), else
+    /// IPv4 only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv6: Option<Ipv6Config>,
 }
@@ -75,7 +79,8 @@ pub struct NetworksConfig {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Ipv6Config {
-    /// Turn IPv6 on. Default: on when `cidr` is set, off otherwise.
+    /// Turn IPv6 on. Default: on when `cidr` is set or the Shoot is dual-stack or IPv6, off
+    /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     /// IPv6 subnet (prefix /32 to /120). Default: a unique-local /64 derived from the network
@@ -94,6 +99,21 @@ pub struct NetworkPlan {
     /// IPv6 wish.
     pub ipv6: Ipv6Plan,
 }
+
+/// What the Shoot (`spec.networking`) says about the nodes network: the defaults of what the
+/// configuration leaves open.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShootNetwork {
+    /// `spec.networking.nodes`: the subnet of a network we create (IPv4, or IPv6 for an IPv6
+    /// shoot) when `networks.cidr` (respectively `networks.ipv6.cidr`) is not set.
+    pub nodes: Option<String>,
+    /// `spec.networking.ipFamilies` names `IPv6`: IPv6 is on unless `networks.ipv6` says
+    /// otherwise.
+    pub ipv6: bool,
+}
+
+/// Field path of the Shoot's nodes CIDR in error messages.
+const SHOOT_NODES_FIELD: &str = "shoot.spec.networking.nodes";
 
 /// IPv6 part of a [`NetworkPlan`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,11 +182,24 @@ pub fn validate(
     namespace: &str,
     name: &str,
 ) -> Result<NetworkPlan, ConfigErrors> {
+    validate_with(provider_config, namespace, name, &ShootNetwork::default())
+}
+
+/// [`validate`], taking what the configuration leaves open from the Shoot.
+///
+/// # Errors
+/// [`ConfigErrors`] listing every problem found.
+pub fn validate_with(
+    provider_config: Option<&Value>,
+    namespace: &str,
+    name: &str,
+    shoot: &ShootNetwork,
+) -> Result<NetworkPlan, ConfigErrors> {
     let config = match provider_config {
         None | Some(Value::Null) => InfrastructureConfig::default(),
         Some(raw) => decode(raw)?,
     };
-    plan(&config, namespace, name)
+    plan_with(&config, namespace, name, shoot)
 }
 
 fn decode(raw: &Value) -> Result<InfrastructureConfig, ConfigErrors> {
@@ -206,6 +239,19 @@ pub fn plan(
     namespace: &str,
     name: &str,
 ) -> Result<NetworkPlan, ConfigErrors> {
+    plan_with(config, namespace, name, &ShootNetwork::default())
+}
+
+/// [`plan`], taking what the configuration leaves open from the Shoot.
+///
+/// # Errors
+/// [`ConfigErrors`] listing every problem found.
+pub fn plan_with(
+    config: &InfrastructureConfig,
+    namespace: &str,
+    name: &str,
+    shoot: &ShootNetwork,
+) -> Result<NetworkPlan, ConfigErrors> {
     let mut errors = ConfigErrors(Vec::new());
     let networks = &config.networks;
     let network_name = match networks.name.as_deref() {
@@ -217,30 +263,38 @@ pub fn plan(
             given.to_string()
         }
     };
-    let ipv4 = networks.cidr.as_deref().and_then(|cidr| {
+    // The Shoot's nodes CIDR stands in for the subnet of its family the configuration leaves
+    // open: an IPv4 one for `networks.cidr`, an IPv6 one for `networks.ipv6.cidr`.
+    let shoot_nodes = shoot.nodes.as_deref().map(str::trim);
+    let shoot_v6 = shoot_nodes.filter(|n| n.contains(':'));
+    let shoot_v4 = shoot_nodes.filter(|n| !n.contains(':'));
+    let (ipv4_field, ipv4_given) = match networks.cidr.as_deref() {
+        Some(cidr) => ("providerConfig.networks.cidr", Some(cidr)),
+        None => (SHOOT_NODES_FIELD, shoot_v4),
+    };
+    let ipv4 = ipv4_given.and_then(|cidr| {
         ipv4_cidr(cidr)
-            .map_err(|problem| errors.push("providerConfig.networks.cidr", problem))
+            .map_err(|problem| errors.push(ipv4_field, problem))
             .ok()
     });
-    let ipv6 = match &networks.ipv6 {
-        None => Ipv6Plan::Disabled,
-        Some(v6) => match (v6.enabled, v6.cidr.as_deref()) {
-            (Some(false), Some(_)) => {
-                errors.push(
-                    "providerConfig.networks.ipv6.cidr",
-                    "is set while ipv6.enabled is false: remove one of them",
-                );
-                Ipv6Plan::Disabled
-            }
-            (Some(false), None) | (None, None) => Ipv6Plan::Disabled,
-            (Some(true), None) => Ipv6Plan::Derived,
-            (_, Some(cidr)) => match ipv6_cidr(cidr) {
-                Ok(subnet) => Ipv6Plan::Subnet(subnet),
-                Err(problem) => {
-                    errors.push("providerConfig.networks.ipv6.cidr", problem);
-                    Ipv6Plan::Disabled
-                }
-            },
+    let (enabled, ipv6_given) = match &networks.ipv6 {
+        None => (None, None),
+        Some(v6) => (v6.enabled, v6.cidr.as_deref()),
+    };
+    let ipv6 = match (enabled, ipv6_given) {
+        (Some(false), Some(_)) => {
+            errors.push(
+                "providerConfig.networks.ipv6.cidr",
+                "is set while ipv6.enabled is false: remove one of them",
+            );
+            Ipv6Plan::Disabled
+        }
+        (Some(false), None) => Ipv6Plan::Disabled,
+        (_, Some(cidr)) => ipv6_plan(cidr, "providerConfig.networks.ipv6.cidr", &mut errors),
+        (_, None) => match shoot_v6 {
+            Some(cidr) => ipv6_plan(cidr, SHOOT_NODES_FIELD, &mut errors),
+            None if enabled == Some(true) || shoot.ipv6 => Ipv6Plan::Derived,
+            None => Ipv6Plan::Disabled,
         },
     };
     if errors.0.is_empty() {
@@ -251,6 +305,17 @@ pub fn plan(
         })
     } else {
         Err(errors)
+    }
+}
+
+/// The plan for the IPv6 subnet `cidr` given at `field`, or `Disabled` with the problem recorded.
+fn ipv6_plan(cidr: &str, field: &str, errors: &mut ConfigErrors) -> Ipv6Plan {
+    match ipv6_cidr(cidr) {
+        Ok(subnet) => Ipv6Plan::Subnet(subnet),
+        Err(problem) => {
+            errors.push(field, problem);
+            Ipv6Plan::Disabled
+        }
     }
 }
 

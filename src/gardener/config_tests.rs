@@ -194,3 +194,67 @@ fn config_round_trips_through_yaml() {
         Ipv6Plan::Derived
     );
 }
+
+fn shoot(nodes: Option<&str>, ipv6: bool) -> ShootNetwork {
+    ShootNetwork {
+        nodes: nodes.map(str::to_string),
+        ipv6,
+    }
+}
+
+#[test]
+fn the_shoot_fills_what_the_config_leaves_open() {
+    let v4 = shoot(Some("10.250.0.0/16"), false);
+    let plan = validate_with(None, "ns", "infra", &v4).unwrap();
+    assert_eq!(plan.ipv4, Some("10.250.0.0/16".parse().unwrap()));
+    assert_eq!(plan.ipv6, Ipv6Plan::Disabled);
+
+    let given = config(json!({"cidr": "10.213.0.0/24"}));
+    assert_eq!(
+        validate_with(Some(&given), "ns", "infra", &v4)
+            .unwrap()
+            .ipv4,
+        Some("10.213.0.0/24".parse().unwrap()),
+        "the providerConfig wins"
+    );
+
+    let dual = shoot(Some("10.250.0.0/16"), true);
+    assert_eq!(
+        validate_with(None, "ns", "infra", &dual).unwrap().ipv6,
+        Ipv6Plan::Derived,
+        "a dual-stack shoot gets IPv6"
+    );
+    let off = config(json!({"ipv6": {"enabled": false}}));
+    assert_eq!(
+        validate_with(Some(&off), "ns", "infra", &dual)
+            .unwrap()
+            .ipv6,
+        Ipv6Plan::Disabled,
+        "unless the providerConfig turns it off"
+    );
+
+    let v6 = shoot(Some("fd00:10:20::/64"), true);
+    let plan = validate_with(None, "ns", "infra", &v6).unwrap();
+    assert_eq!(plan.ipv4, None);
+    assert_eq!(
+        plan.ipv6,
+        Ipv6Plan::Subnet("fd00:10:20::/64".parse().unwrap())
+    );
+}
+
+#[test]
+fn an_unusable_shoot_nodes_cidr_is_reported_as_the_shoot_s() {
+    let err = validate_with(None, "ns", "infra", &shoot(Some("10.250.0.0/30"), false)).unwrap_err();
+    assert_eq!(err.0.len(), 1);
+    assert_eq!(err.0[0].field, "shoot.spec.networking.nodes");
+    assert!(
+        validate_with(
+            Some(&config(json!({"cidr": "10.213.0.0/24"}))),
+            "ns",
+            "infra",
+            &shoot(Some("10.250.0.0/30"), false)
+        )
+        .is_ok(),
+        "not used when the providerConfig sets the subnet"
+    );
+}

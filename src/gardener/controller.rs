@@ -1,8 +1,9 @@
-//! The controller: watches every `Infrastructure` (the type is filtered in the reconcile, since
-//! custom resources have no field selector on `spec.type`), one reconcile per object at a time,
-//! per-object backoff after failures, and a resync every `--sync-period`.
+//! The controller: watches every `Infrastructure` and lets through only the events Gardener's
+//! predicate admits ([`super::trigger`]); one reconcile per object at a time, a per-object backoff
+//! after failures (each retry is an attempt), and, in the ignore-operation-annotation mode only, a
+//! drift check every `--sync-period`. The heartbeat Lease runs next to it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -12,19 +13,26 @@ use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{self, reflector};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::flows::reconcile_infrastructure;
+use super::EXTENSION_NAME;
+use super::flows::{Reason, reconcile_infrastructure};
+use super::heartbeat;
 use super::infrastructure::Infrastructure;
 use super::session::Session;
+use super::trigger::{Mode, Triggers};
 use crate::docker::ContainerRuntime;
+use crate::manager::leader::lease_namespace;
 use crate::manager::{Context, ControllerTask, Metrics, Readiness, error_chain};
 
 /// Name of the controller in metrics, readiness checks and logs.
 pub const CONTROLLER_NAME: &str = "gardener-infrastructure";
+
+/// Name of the heartbeat task in logs.
+pub const HEARTBEAT_TASK: &str = "gardener-heartbeat";
 
 /// Field manager of the status we apply.
 pub const FIELD_MANAGER: &str = "capd-rs-gardener-infrastructure";
@@ -32,7 +40,8 @@ pub const FIELD_MANAGER: &str = "capd-rs-gardener-infrastructure";
 /// Objects reconciled at the same time (one network call each; a seed holds one per shoot).
 pub const CONCURRENCY: u16 = 10;
 
-/// How soon a configuration problem is checked again (a spec change triggers a reconcile at once).
+/// How soon an error with a non-retryable code is tried again (Gardener asks again when the
+/// spec changes).
 pub const CONFIGURATION_RETRY: Duration = Duration::from_secs(300);
 
 /// First retry delay after a failure; doubles per consecutive failure.
@@ -51,13 +60,15 @@ pub struct InfrastructureContext {
     pub recorder: Recorder,
     /// Reconcile metrics.
     pub metrics: Metrics,
-    /// Every object is checked at least this often (drift of the Docker network).
+    /// In the ignore-operation-annotation mode, every object is checked for drift this often.
     pub sync_period: Duration,
+    mode: Mode,
     failures: Mutex<HashMap<String, u32>>,
+    asked: Mutex<HashSet<String>>,
 }
 
 impl InfrastructureContext {
-    /// Builds the context.
+    /// Builds the context, respecting Gardener's operation annotation.
     pub fn new(
         client: Client,
         runtime: Arc<dyn ContainerRuntime>,
@@ -71,12 +82,29 @@ impl InfrastructureContext {
             recorder,
             metrics,
             sync_period,
+            mode: Mode::default(),
             failures: Mutex::new(HashMap::new()),
+            asked: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// This context in `mode`.
+    #[must_use]
+    pub fn with_mode(self, mode: Mode) -> Self {
+        Self { mode, ..self }
+    }
+
+    /// When Gardener's operation annotation is needed.
+    pub fn mode(&self) -> Mode {
+        self.mode
     }
 
     fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn asked(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.asked.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records a failure of `key` and returns the delay before the next attempt.
@@ -90,6 +118,36 @@ impl InfrastructureContext {
     fn succeeded(&self, key: &str) {
         self.failures().remove(key);
     }
+
+    /// The next reconcile of `key` is an attempt: an admitted event or a retry asked for it.
+    fn ask(&self, key: &str) {
+        self.asked().insert(key.to_string());
+    }
+
+    /// Why this reconcile of `key` runs: an attempt when one was asked for, else the periodic
+    /// drift check.
+    fn take_reason(&self, key: &str) -> Reason {
+        if self.asked().remove(key) {
+            Reason::Asked
+        } else {
+            Reason::Resync
+        }
+    }
+
+    /// `key` is gone: nothing about it is kept.
+    fn forget(&self, key: &str) {
+        self.asked().remove(key);
+        self.failures().remove(key);
+    }
+
+    /// What follows a successful attempt: nothing until Gardener asks again, or a drift check
+    /// after the sync period in the ignore-operation-annotation mode.
+    pub(super) fn settled(&self) -> Action {
+        match self.mode {
+            Mode::RespectOperationAnnotation => Action::await_change(),
+            Mode::IgnoreOperationAnnotation => Action::requeue(self.sync_period),
+        }
+    }
 }
 
 /// The delay after `failures` consecutive failures: 0.5 s, 1 s, 2 s, ... up to [`BACKOFF_MAX`].
@@ -100,13 +158,15 @@ pub fn backoff_delay(failures: u32) -> Duration {
         .min(BACKOFF_MAX)
 }
 
-/// The manager's task for this controller: watches `Infrastructure` objects in `--namespace`
-/// (all when unset) with the `--watch-filter` label selector, and acts on `runtime`.
-pub fn controller_task(
+/// The manager's tasks for this extension: the controller, watching `Infrastructure` objects in
+/// `--namespace` (all when unset) with the `--watch-filter` label selector and acting on
+/// `runtime` in `mode`, and the heartbeat Lease in the manager's namespace (`POD_NAMESPACE`).
+pub fn controller_tasks(
     context: Arc<Context>,
     runtime: Arc<dyn ContainerRuntime>,
     stop: CancellationToken,
-) -> ControllerTask {
+    mode: Mode,
+) -> Vec<ControllerTask> {
     context
         .metrics
         .register_controller(CONTROLLER_NAME, CONCURRENCY);
@@ -120,17 +180,90 @@ pub fn controller_task(
     if let Some(selector) = context.config.label_selector() {
         watch = watch.labels(&selector);
     }
-    let ctx = Arc::new(InfrastructureContext::new(
-        client,
-        runtime,
-        context.recorder.clone(),
-        context.metrics.clone(),
-        context.config.sync_period,
-    ));
+    let ctx = Arc::new(
+        InfrastructureContext::new(
+            client.clone(),
+            runtime,
+            context.recorder.clone(),
+            context.metrics.clone(),
+            context.config.sync_period,
+        )
+        .with_mode(mode),
+    );
     let readiness = context.readiness.clone();
-    ControllerTask {
-        name: CONTROLLER_NAME,
-        future: Box::pin(run(ctx, api, watch, readiness, stop)),
+    let namespace = lease_namespace(std::env::var("POD_NAMESPACE").ok());
+    vec![
+        ControllerTask {
+            name: CONTROLLER_NAME,
+            future: Box::pin(run(ctx, api, watch, readiness, stop.clone())),
+        },
+        ControllerTask {
+            name: HEARTBEAT_TASK,
+            future: Box::pin(heartbeat::run(
+                client,
+                namespace,
+                EXTENSION_NAME.to_string(),
+                heartbeat::RENEW_INTERVAL,
+                stop,
+            )),
+        },
+    ]
+}
+
+type Guarded = DeserializeGuard<Infrastructure>;
+
+/// `namespace/name` of a watched object, decodable or not.
+fn key_of(object: &Guarded) -> String {
+    let meta = match &object.0 {
+        Ok(infra) => &infra.metadata,
+        Err(invalid) => &invalid.metadata,
+    };
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Runs the predicate on one watch event: the object when it starts an attempt (recorded in
+/// `ctx`), else nothing.
+fn admit(
+    triggers: &mut Triggers,
+    ctx: &InfrastructureContext,
+    event: Result<watcher::Event<Guarded>, watcher::Error>,
+) -> Option<Result<Guarded, watcher::Error>> {
+    let event = match event {
+        Ok(event) => event,
+        Err(error) => return Some(Err(error)),
+    };
+    match event {
+        watcher::Event::Init => {
+            triggers.relist_started();
+            None
+        }
+        watcher::Event::InitDone => {
+            triggers.relist_done();
+            None
+        }
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+            let key = key_of(&object);
+            let admitted = match &object.0 {
+                Ok(infra) => triggers.applied(&key, infra),
+                // The reconcile says why it cannot be read.
+                Err(_) => true,
+            };
+            if !admitted {
+                return None;
+            }
+            ctx.ask(&key);
+            Some(Ok(object))
+        }
+        watcher::Event::Delete(object) => {
+            let key = key_of(&object);
+            triggers.deleted(&key);
+            ctx.forget(&key);
+            None
+        }
     }
 }
 
@@ -138,7 +271,7 @@ pub fn controller_task(
 /// `readiness` once the first list of `Infrastructure` objects arrived.
 pub async fn run(
     ctx: Arc<InfrastructureContext>,
-    api: Api<DeserializeGuard<Infrastructure>>,
+    api: Api<Guarded>,
     watch: watcher::Config,
     readiness: Readiness,
     stop: CancellationToken,
@@ -147,6 +280,8 @@ pub async fn run(
     // waker per store and the controller already waits on it, so a second waiter may never wake.
     let (reader, writer) = reflector::store();
     let mut synced = false;
+    let mut triggers = Triggers::new(ctx.mode());
+    let asking = ctx.clone();
     let trigger = reflector(writer, watcher(api, watch))
         .inspect(move |event| {
             if !synced && matches!(event, Ok(watcher::Event::InitDone)) {
@@ -155,7 +290,7 @@ pub async fn run(
                 readiness.mark_ready(CONTROLLER_NAME);
             }
         })
-        .applied_objects();
+        .filter_map(move |event| futures::future::ready(admit(&mut triggers, &asking, event)));
     Controller::for_stream(trigger, reader)
         .with_config(Config::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(stop.cancelled_owned())
@@ -165,10 +300,10 @@ pub async fn run(
 }
 
 /// One reconcile: never fails towards kube-runtime; failures are logged, counted, recorded in
-/// the status by the flows, and retried after a per-object backoff (configuration problems after
-/// [`CONFIGURATION_RETRY`]).
+/// the status by the flows, and retried after a per-object backoff (errors with a non-retryable
+/// code after [`CONFIGURATION_RETRY`]).
 async fn reconcile(
-    object: Arc<DeserializeGuard<Infrastructure>>,
+    object: Arc<Guarded>,
     ctx: Arc<InfrastructureContext>,
 ) -> Result<Action, Infallible> {
     let infra = match &object.0 {
@@ -184,11 +319,17 @@ async fn reconcile(
         infra.namespace().unwrap_or_default(),
         infra.name_any()
     );
+    let reason = ctx.take_reason(&key);
+    if reason == Reason::Resync && ctx.mode() == Mode::RespectOperationAnnotation {
+        // Only Gardener starts attempts; the event that scheduled this run was seen by the run
+        // before it.
+        return Ok(Action::await_change());
+    }
     let span =
         tracing::info_span!("reconcile", controller = CONTROLLER_NAME, infrastructure = %key);
     let timer = ctx.metrics.reconcile_started(CONTROLLER_NAME);
     let mut session = Session::new(&ctx, infra);
-    let outcome = reconcile_infrastructure(&mut session)
+    let outcome = reconcile_infrastructure(&mut session, reason)
         .instrument(span.clone())
         .await;
     match outcome {
@@ -199,11 +340,13 @@ async fn reconcile(
         }
         Err(error) => {
             timer.finish(Err(error.category()));
-            let delay = if error.is_configuration_problem() {
+            let delay = if error.is_permanent() {
                 CONFIGURATION_RETRY
             } else {
                 ctx.failed(&key)
             };
+            // The retry is another attempt, as controller-runtime's requeue after an error is.
+            ctx.ask(&key);
             span.in_scope(|| {
                 tracing::warn!(error = %error_chain(&error), retry_in_s = delay.as_secs_f64(), "Reconcile failed");
             });
@@ -213,7 +356,7 @@ async fn reconcile(
 }
 
 fn error_policy(
-    _object: Arc<DeserializeGuard<Infrastructure>>,
+    _object: Arc<Guarded>,
     error: &Infallible,
     _ctx: Arc<InfrastructureContext>,
 ) -> Action {

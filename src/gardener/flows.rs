@@ -1,37 +1,67 @@
 //! The four operations of the contract's `Actuator`: reconcile (create or adopt the network),
-//! delete, migrate and restore, each ending with the status it leads to.
+//! delete, migrate and restore, each ending with the status it leads to; and the steps Gardener's
+//! generic reconciler and its `OperationAnnotationWrapper` take before them
+//! (gardener/gardener `extensions/pkg/controller/infrastructure/reconciler.go`,
+//! `pkg/controllerutils/reconciler/operation_annotation_wrapper.go`).
 
 use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
-use super::config::{default_network_name, validate};
+use super::cluster::{Shoot, shoot_of};
+use super::config::{ShootNetwork, default_network_name, validate, validate_with};
 use super::error::Error;
 use super::infrastructure::Infrastructure;
 use super::network::{self, Ensured, NetworkAction, Removal, remove_if_owned};
 use super::operation::{OperationState, OperationType, failed, succeeded};
 use super::session::Session;
 use super::status::{InfrastructureState, InfrastructureStatus, Published};
-use super::step::{Step, has_finalizer, next_step, operation_annotation};
+use super::step::{Step, gate, has_finalizer, next_step, operation_annotation};
 use super::{OPERATION_MIGRATE, OPERATION_RECONCILE};
 use crate::docker::NetworkInfo;
 use crate::manager::error_chain;
 
-/// Runs the step [`next_step`] decides for `infra`.
-pub(super) async fn reconcile_infrastructure(session: &mut Session<'_>) -> Result<Action, Error> {
-    match next_step(session.infra()) {
-        Step::Ignore(reason) => {
-            tracing::debug!(reason, "Nothing to do");
+/// Why a reconcile runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// An event Gardener's predicate admitted, or the retry of a failed attempt: an attempt,
+    /// which shows `Processing` and then its result.
+    Asked,
+    /// The periodic check of the ignore-operation-annotation mode: it repairs drift and writes
+    /// only what changed.
+    Resync,
+}
+
+/// Runs one reconcile of the object in `session`, as Gardener's reconciler does: nothing for
+/// another type or class or while gardenlet waits to restore the state; the `reconcile`
+/// annotation removed as the reconcile starts; nothing for a failed shoot or a migrated object;
+/// then the step [`next_step`] decides.
+pub(super) async fn reconcile_infrastructure(
+    session: &mut Session<'_>,
+    reason: Reason,
+) -> Result<Action, Error> {
+    if let Some(why) = gate(session.infra()) {
+        tracing::debug!(reason = why, "Nothing to do");
+        return Ok(Action::await_change());
+    }
+    if operation_annotation(session.infra()) == Some(OPERATION_RECONCILE) {
+        session.remove_operation_annotation().await?;
+    }
+    let namespace = session.infra().namespace().unwrap_or_default();
+    let shoot = shoot_of(&session.ctx.client, &namespace).await?;
+    let network = shoot.as_ref().map(Shoot::network).unwrap_or_default();
+    match next_step(session.infra(), shoot.as_ref()) {
+        Step::Ignore(why) => {
+            tracing::info!(reason = why, "Skipping the Infrastructure");
             Ok(Action::await_change())
         }
-        Step::Reconcile {
-            operation,
-            requested,
-        } => reconcile(session, operation, requested).await,
-        Step::Delete => delete(session).await,
+        Step::Reconcile { operation } => {
+            reconcile(session, operation, reason == Reason::Asked, &network).await
+        }
+        Step::Delete { force } => delete(session, force).await,
         Step::Migrate => migrate(session).await,
-        Step::Restore => restore(session).await,
+        Step::Restore => restore(session, &network).await,
     }
 }
 
@@ -41,19 +71,37 @@ struct Actuated {
     published: Published,
 }
 
-/// Validates the configuration, ensures the network and removes the `previous` one when the
-/// configuration moved away from it (only if it is ours and unused).
-async fn actuate(session: &Session<'_>, previous: Option<String>) -> Result<Actuated, Error> {
+/// Validates the configuration (its gaps filled from the Shoot's `network`), ensures the network
+/// and removes the `previous` one when the configuration moved away from it (only if it is ours
+/// and unused; first, when its subnet is in the way of the new one).
+async fn actuate(
+    session: &Session<'_>,
+    previous: Option<String>,
+    network: &ShootNetwork,
+) -> Result<Actuated, Error> {
     let infra = session.infra();
     let owner = session.owner();
-    let plan = validate(
+    let plan = validate_with(
         infra.spec.provider_config.as_ref(),
         owner.namespace,
         owner.name,
+        network,
     )
     .map_err(Error::InvalidConfig)?;
     let runtime = &*session.ctx.runtime;
-    let ensured = network::ensure(runtime, &plan, owner).await?;
+    let previous = previous.filter(|p| *p != plan.name);
+    let ensured = match network::ensure(runtime, &plan, owner).await {
+        Err(error) if in_the_way(&error, previous.as_deref()) => {
+            let Some(previous) = previous.as_deref() else {
+                return Err(error);
+            };
+            if !remove_previous(session, previous).await {
+                return Err(error);
+            }
+            network::ensure(runtime, &plan, owner).await?
+        }
+        result => result?,
+    };
     let network = &ensured.network;
     match ensured.action {
         NetworkAction::Adopted => {}
@@ -70,29 +118,43 @@ async fn actuate(session: &Session<'_>, previous: Option<String>) -> Result<Actu
                 .await;
         }
     }
-    if let Some(previous) = previous.filter(|p| *p != plan.name) {
-        match remove_if_owned(runtime, &previous, owner).await {
-            Ok(Removal::Removed) => {
-                let note = format!("Removed the previous Docker network {previous}");
-                session
-                    .event(EventType::Normal, "NetworkRemoved", "Delete", note)
-                    .await;
-            }
-            Ok(Removal::Absent | Removal::NotOwned) => {}
-            Err(error) => {
-                let note = format!(
-                    "Kept the previous Docker network {previous}: {}",
-                    error_chain(&error)
-                );
-                tracing::warn!(network = %previous, error = %error_chain(&error), "Keeping the previous network");
-                session
-                    .event(EventType::Warning, "NetworkKept", "Delete", note)
-                    .await;
-            }
-        }
+    if let Some(previous) = previous {
+        remove_previous(session, &previous).await;
     }
     let published = Published::of(network, ensured.managed, &plan);
     Ok(Actuated { ensured, published })
+}
+
+/// Whether `error` is the subnet of our `previous` network standing in the way of the new one.
+fn in_the_way(error: &Error, previous: Option<&str>) -> bool {
+    matches!(error, Error::SubnetOverlap { other: Some(other), .. } if Some(other.as_str()) == previous)
+}
+
+/// Removes the `previous` network of this object if it is ours and unused, saying so in an
+/// Event; returns whether it was removed.
+async fn remove_previous(session: &Session<'_>, previous: &str) -> bool {
+    let runtime = &*session.ctx.runtime;
+    match remove_if_owned(runtime, previous, session.owner()).await {
+        Ok(Removal::Removed) => {
+            let note = format!("Removed the previous Docker network {previous}");
+            session
+                .event(EventType::Normal, "NetworkRemoved", "Delete", note)
+                .await;
+            true
+        }
+        Ok(Removal::Absent | Removal::NotOwned) => false,
+        Err(error) => {
+            let note = format!(
+                "Kept the previous Docker network {previous}: {}",
+                error_chain(&error)
+            );
+            tracing::warn!(network = %previous, error = %error_chain(&error), "Keeping the previous network");
+            session
+                .event(EventType::Warning, "NetworkKept", "Delete", note)
+                .await;
+            false
+        }
+    }
 }
 
 /// `name (id 0123456789ab, subnets ...)` for Events.
@@ -168,32 +230,42 @@ fn previous_network(session: &Session<'_>) -> Option<String> {
         .map(|s| s.network.name)
 }
 
+/// What a successful attempt returns: nothing more to do until Gardener asks again, or (in the
+/// ignore-operation-annotation mode) a drift check after the sync period.
+fn settled(session: &Session<'_>) -> Action {
+    session.ctx.settled()
+}
+
 async fn reconcile(
     session: &mut Session<'_>,
     operation: OperationType,
     requested: bool,
+    network: &ShootNetwork,
 ) -> Result<Action, Error> {
     session.ensure_finalizer().await?;
-    // Gardener's reconcile trigger: removed as soon as the reconcile starts.
-    if operation_annotation(session.infra()) == Some(OPERATION_RECONCILE) {
-        session.remove_operation_annotation().await?;
-    }
     if requested {
         session.start(operation).await?;
     }
-    let actuated = match actuate(session, previous_network(session)).await {
+    let actuated = match actuate(session, previous_network(session), network).await {
         Ok(actuated) => actuated,
         Err(error) => return Err(fail(session, operation, error).await),
     };
     let current = session.status();
-    let unchanged = current.provider_status == actuated.published.provider_status
-        && current.nodes_cidr == actuated.published.nodes_cidr
-        && current.state == actuated.published.state;
+    let published = &actuated.published;
+    let unchanged = current.provider_status == published.provider_status
+        && current.nodes_cidr == published.nodes_cidr
+        && current.state == published.state
+        && current
+            .networking
+            .as_ref()
+            .map(|n| n.nodes.as_slice())
+            .unwrap_or_default()
+            == published.nodes.as_slice();
     if !requested && unchanged {
-        // A resync found everything in place: nothing to write.
-        return Ok(Action::requeue(session.ctx.sync_period));
+        // A drift check found everything in place: nothing to write.
+        return Ok(settled(session));
     }
-    // A resync that had to repair the network reports it as a reconcile.
+    // A drift check that had to repair the network reports it as a reconcile.
     let operation = if requested {
         operation
     } else {
@@ -201,15 +273,17 @@ async fn reconcile(
     };
     let description = format!("Docker network {} is ready", actuated.ensured.network.name);
     succeed(session, operation, Some(actuated.published), description).await?;
-    Ok(Action::requeue(session.ctx.sync_period))
+    Ok(settled(session))
 }
 
-async fn restore(session: &mut Session<'_>) -> Result<Action, Error> {
+/// Restores from the state gardenlet wrote into `status.state` (the network recorded there is
+/// adopted again), then removes the `restore` annotation once it succeeded.
+async fn restore(session: &mut Session<'_>, network: &ShootNetwork) -> Result<Action, Error> {
     session.ensure_finalizer().await?;
     session.start(OperationType::Restore).await?;
     let recorded = InfrastructureState::from_value(session.status().state.as_ref());
     let previous = recorded.as_ref().map(|s| s.network.name.clone());
-    let actuated = match actuate(session, previous).await {
+    let actuated = match actuate(session, previous, network).await {
         Ok(actuated) => actuated,
         Err(error) => return Err(fail(session, OperationType::Restore, error).await),
     };
@@ -233,9 +307,11 @@ async fn restore(session: &mut Session<'_>) -> Result<Action, Error> {
         description,
     )
     .await?;
-    Ok(Action::requeue(session.ctx.sync_period))
+    Ok(settled(session))
 }
 
+/// Records the state for the destination seed and lets go of the object (finalizer, then the
+/// `migrate` annotation), keeping every Docker resource.
 async fn migrate(session: &mut Session<'_>) -> Result<Action, Error> {
     let current = session.status();
     let done = current.last_operation.as_ref().is_some_and(|l| {
@@ -259,6 +335,7 @@ async fn migrate(session: &mut Session<'_>) -> Result<Action, Error> {
             provider_status: current.provider_status.clone(),
             nodes_cidr: current.nodes_cidr.clone(),
             state,
+            nodes: current.networking.map(|n| n.nodes).unwrap_or_default(),
         };
         succeed(
             session,
@@ -298,13 +375,17 @@ fn networks_to_delete(infra: &Infrastructure) -> Vec<String> {
     names
 }
 
-async fn delete(session: &mut Session<'_>) -> Result<Action, Error> {
+/// Removes the networks we created for the object, then the finalizer. A forced deletion (the
+/// shoot is force-deleted, Gardener's `ForceDelete`) removes what it can and lets go of the
+/// object even when a network cannot be removed (still in use, or the engine unreachable).
+async fn delete(session: &mut Session<'_>, force: bool) -> Result<Action, Error> {
     if !has_finalizer(session.infra()) {
         return Ok(Action::await_change());
     }
     session.start(OperationType::Delete).await?;
     let owner = session.owner();
     let mut notes = Vec::new();
+    let mut left = Vec::new();
     for name in networks_to_delete(session.infra()) {
         match remove_if_owned(&*session.ctx.runtime, &name, owner).await {
             Ok(Removal::Removed) => notes.push(format!("removed Docker network {name}")),
@@ -312,13 +393,27 @@ async fn delete(session: &mut Session<'_>) -> Result<Action, Error> {
                 "kept Docker network {name}: it was not created for this Infrastructure"
             )),
             Ok(Removal::Absent) => {}
+            Err(error) if force => {
+                tracing::warn!(network = %name, error = %error_chain(&error), "Leaving the network behind: the shoot is force-deleted");
+                left.push(format!(
+                    "left Docker network {name} behind: {}",
+                    error_chain(&error)
+                ));
+            }
             Err(error) => return Err(fail(session, OperationType::Delete, error).await),
         }
     }
+    for note in &left {
+        session
+            .event(EventType::Warning, "NetworkKept", "Delete", note.clone())
+            .await;
+    }
+    notes.extend(left);
+    let verb = if force { "force-deleted" } else { "deleted" };
     let description = if notes.is_empty() {
-        "Infrastructure deleted: no Docker network to remove".to_string()
+        format!("Infrastructure {verb}: no Docker network to remove")
     } else {
-        format!("Infrastructure deleted: {}", notes.join(", "))
+        format!("Infrastructure {verb}: {}", notes.join(", "))
     };
     succeed(session, OperationType::Delete, None, description).await?;
     session.remove_finalizer().await?;

@@ -76,6 +76,18 @@ pub struct InfrastructureObjectStatus {
     /// What a migration to another seed needs: our [`InfrastructureState`](super::InfrastructureState).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<Value>,
+    /// The node network's ranges, every IP family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub networking: Option<InfrastructureStatusNetworking>,
+}
+
+/// `status.networking` of an `Infrastructure`: only `nodes` is ours (pods and services are left
+/// to their writers).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InfrastructureStatusNetworking {
+    /// Every subnet of the nodes network, IPv4 first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
 }
 
 /// Gardener's `LastOperation`.

@@ -124,8 +124,8 @@ async fn inspect(runtime: &dyn ContainerRuntime, name: &str) -> Result<Option<Ne
 ///
 /// # Errors
 /// A configuration problem ([`Error::NetworkMismatch`], [`Error::SubnetOverlap`],
-/// [`Error::Ipv6Unavailable`]) when the engine cannot give what the configuration asks, or
-/// [`Error::Docker`] when the engine fails.
+/// [`Error::Ipv6Unavailable`], retryable when it can heal by itself) when the engine cannot give
+/// what the configuration asks, or [`Error::Docker`] when the engine fails.
 pub async fn ensure(
     runtime: &dyn ContainerRuntime,
     plan: &NetworkPlan,
@@ -146,6 +146,8 @@ pub async fn ensure(
             return Err(Error::NetworkMismatch {
                 name: plan.name.clone(),
                 problems,
+                managed,
+                attached: existing.containers.len(),
             });
         }
         tracing::info!(network = %plan.name, problems = %problems.join("; "), "Recreating our network to match the configuration");
@@ -204,7 +206,8 @@ async fn create(
                     return Err(Error::SubnetOverlap {
                         name: plan.name.clone(),
                         subnet: cidr.to_string(),
-                        other: Some(other),
+                        other_ours: is_ours(&other),
+                        other: Some(other.name),
                     });
                 }
                 let derived_clash = match (&plan.ipv6, ipv6) {
@@ -240,22 +243,21 @@ async fn create(
         return Err(Error::NetworkMismatch {
             name: plan.name.clone(),
             problems,
+            managed: owner.owns(&network),
+            attached: network.containers.len(),
         });
     }
     Ok(network)
 }
 
-/// The name of a network whose subnets overlap one of `subnets`, if any.
-async fn overlapping(runtime: &dyn ContainerRuntime, subnets: &[IpNetwork]) -> Option<String> {
+/// A network whose subnets overlap one of `subnets`, if any.
+async fn overlapping(runtime: &dyn ContainerRuntime, subnets: &[IpNetwork]) -> Option<NetworkInfo> {
     let networks = runtime.list_networks(&Labels::new()).await.ok()?;
-    networks
-        .into_iter()
-        .find(|n| {
-            n.subnets
-                .iter()
-                .any(|theirs| subnets.iter().any(|ours| overlaps(ours, theirs)))
-        })
-        .map(|n| n.name)
+    networks.into_iter().find(|n| {
+        n.subnets
+            .iter()
+            .any(|theirs| subnets.iter().any(|ours| overlaps(ours, theirs)))
+    })
 }
 
 fn overlaps(a: &IpNetwork, b: &IpNetwork) -> bool {
@@ -273,7 +275,8 @@ async fn overlap_error(
             return Error::SubnetOverlap {
                 name: plan.name.clone(),
                 subnet: subnet.to_string(),
-                other: Some(other),
+                other_ours: is_ours(&other),
+                other: Some(other.name),
             };
         }
     }
@@ -281,6 +284,7 @@ async fn overlap_error(
         name: plan.name.clone(),
         subnet: list(subnets),
         other: None,
+        other_ours: false,
     }
 }
 

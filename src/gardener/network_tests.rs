@@ -92,7 +92,7 @@ async fn a_fitting_foreign_network_is_adopted_but_not_managed() {
     )
     .await
     .unwrap_err();
-    assert!(err.is_configuration_problem());
+    assert!(err.is_permanent(), "a foreign network is never changed");
     assert_eq!(
         err.to_string(),
         "network kind does not match the providerConfig: it has subnets 172.18.0.0/16, not 10.1.0.0/24"
@@ -144,6 +144,11 @@ async fn our_unused_network_is_recreated_when_the_cidr_changes() {
         matches!(err, Error::NetworkMismatch { .. }),
         "a network in use is never recreated: {err}"
     );
+    assert_eq!(
+        err.codes(),
+        ["ERR_RETRYABLE_CONFIGURATION_PROBLEM"],
+        "it is recreated once its containers are gone"
+    );
 }
 
 #[tokio::test]
@@ -161,7 +166,35 @@ async fn an_overlapping_cidr_names_the_network_in_the_way() {
         err.to_string(),
         "create network net-c: subnet 10.213.5.0/24 overlaps Docker network other"
     );
-    assert!(err.is_configuration_problem());
+    assert!(err.is_permanent(), "a foreign network does not go away");
+}
+
+#[tokio::test]
+async fn an_overlap_with_a_leftover_network_of_ours_is_retryable() {
+    let fake = FakeRuntime::new();
+    let leftover = Owner {
+        namespace: "shoot--old--gone",
+        name: "infra",
+    };
+    ensure(
+        &fake,
+        &plan("old-net", Some("10.213.5.0/24"), Ipv6Plan::Disabled),
+        leftover,
+    )
+    .await
+    .unwrap();
+    let err = ensure(
+        &fake,
+        &plan("net-c", Some("10.213.5.0/24"), Ipv6Plan::Disabled),
+        OWNER,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::SubnetOverlap { other: Some(o), other_ours: true, .. } if o == "old-net"),
+        "{err:?}"
+    );
+    assert_eq!(err.codes(), ["ERR_RETRYABLE_CONFIGURATION_PROBLEM"]);
 }
 
 #[tokio::test]
@@ -209,7 +242,11 @@ async fn ipv6_on_an_engine_without_it_is_a_configuration_problem() {
     .await
     .unwrap_err();
     assert!(matches!(err, Error::Ipv6Unavailable { .. }), "{err}");
-    assert!(err.is_configuration_problem());
+    assert_eq!(
+        err.codes(),
+        ["ERR_RETRYABLE_CONFIGURATION_PROBLEM"],
+        "the engine's IPv6 is the operator's to fix, not the shoot's"
+    );
     assert!(fake.networks().is_empty());
 }
 

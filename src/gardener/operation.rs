@@ -1,18 +1,28 @@
-//! `status.lastOperation` and `status.lastError` transitions (pure).
+//! `status.lastOperation` and `status.lastError` transitions (pure), as Gardener's status
+//! updater writes them (gardener/gardener `extensions/pkg/controller/status.go`).
 //!
-//! An operation shows `Processing` (progress 1) when it starts, then `Succeeded` (100) or `Error`
-//! (50, with `lastError`). Retrying after an `Error` of the same type does not flip back to
-//! `Processing`, and a result identical to the current one keeps its `lastUpdateTime`, so retries
-//! and resyncs write nothing when nothing changed.
+//! Every attempt stamps: an operation shows `Processing` (progress 1) when an attempt starts, then
+//! `Succeeded` (100) or `Error` (50, with `lastError`), each with the time of that write, so
+//! gardenlet sees every retry move `lastUpdateTime` (it compares it with its
+//! `gardener.cloud/timestamp`). Attempts happen only when Gardener asks for one (see
+//! [`super::trigger`]) or to retry a failure, never on other watch events.
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::infrastructure::{InfrastructureObjectStatus, LastError, LastOperation};
+use super::infrastructure::{
+    InfrastructureObjectStatus, InfrastructureStatusNetworking, LastError, LastOperation,
+};
 use super::status::Published;
 
-/// Code of an invalid or unusable `providerConfig` (not retried until the spec changes).
+/// Code of an invalid or unusable `providerConfig`: gardenlet stops retrying the shoot until
+/// its spec changes.
 pub const ERR_CONFIGURATION_PROBLEM: &str = "ERR_CONFIGURATION_PROBLEM";
+
+/// Code of a configuration that does not work now but can heal without a change of the spec
+/// (a leftover network in the way, containers still attached to a network to recreate, an
+/// engine without an IPv6 pool yet).
+pub const ERR_RETRYABLE_CONFIGURATION_PROBLEM: &str = "ERR_RETRYABLE_CONFIGURATION_PROBLEM";
 
 /// Code of a dependency on the infrastructure level that should go away (for example containers
 /// still attached to the network being deleted).
@@ -20,6 +30,22 @@ pub const ERR_RETRYABLE_INFRA_DEPENDENCIES: &str = "ERR_RETRYABLE_INFRA_DEPENDEN
 
 /// Code of exhausted infrastructure resources (no free subnet).
 pub const ERR_INFRA_RESOURCES_DEPLETED: &str = "ERR_INFRA_RESOURCES_DEPLETED";
+
+/// Code of an engine that refuses our credentials: HTTP 401, or a TLS handshake that fails on a
+/// certificate (ours refused, or the engine's not trusted).
+pub const ERR_INFRA_UNAUTHENTICATED: &str = "ERR_INFRA_UNAUTHENTICATED";
+
+/// Code of an engine that authenticated us but denies the request (an authorization plugin's
+/// HTTP 403).
+pub const ERR_INFRA_UNAUTHORIZED: &str = "ERR_INFRA_UNAUTHORIZED";
+
+/// The codes after which retrying cannot help, as Gardener's `HasNonRetryableErrorCode` lists
+/// them (of those this extension reports).
+pub const NON_RETRYABLE_CODES: [&str; 3] = [
+    ERR_CONFIGURATION_PROBLEM,
+    ERR_INFRA_UNAUTHENTICATED,
+    ERR_INFRA_UNAUTHORIZED,
+];
 
 /// Progress of a started operation.
 pub const PROGRESS_STARTED: i32 = 1;
@@ -126,64 +152,44 @@ pub fn whole_seconds(time: Timestamp) -> Time {
     Time(Timestamp::from_second(time.as_second()).unwrap_or(time))
 }
 
-/// `next` with the `lastUpdateTime` of `current` when nothing else differs, else `now`.
+/// A `lastOperation` written at `now` (Gardener's `LastOperation`).
 fn stamped(
-    current: Option<&LastOperation>,
     operation: OperationType,
     state: OperationState,
     progress: i32,
     description: String,
     now: Timestamp,
 ) -> LastOperation {
-    let mut next = LastOperation {
+    LastOperation {
         description,
         last_update_time: whole_seconds(now),
         progress,
         state: state.as_str().to_string(),
         type_: operation.as_str().to_string(),
-    };
-    if let Some(current) = current {
-        let same = current.description == next.description
-            && current.progress == next.progress
-            && current.state == next.state
-            && current.type_ == next.type_;
-        if same {
-            next.last_update_time = current.last_update_time.clone();
-        }
     }
-    next
 }
 
-/// The status showing `operation` as started, or `None` when it already shows it running or
-/// failing (a retry), so no write is needed.
+/// The status showing an attempt of `operation` as started at `now` (Gardener's `Processing`:
+/// everything else stays).
 pub fn processing(
     current: &InfrastructureObjectStatus,
     operation: OperationType,
     now: Timestamp,
-) -> Option<InfrastructureObjectStatus> {
-    let last = current.last_operation.as_ref();
-    let running_or_retrying = last.is_some_and(|l| {
-        l.type_ == operation.as_str()
-            && (l.state == OperationState::Processing.as_str()
-                || l.state == OperationState::Error.as_str())
-    });
-    if running_or_retrying {
-        return None;
-    }
+) -> InfrastructureObjectStatus {
     let mut next = current.clone();
     next.last_operation = Some(stamped(
-        last,
         operation,
         OperationState::Processing,
         PROGRESS_STARTED,
         operation.processing_description().to_string(),
         now,
     ));
-    Some(next)
+    next
 }
 
 /// The status after `operation` succeeded: `published` replaces what the reconcile publishes
-/// (`None` keeps the current values), `lastError` is cleared and `observedGeneration` set.
+/// (`None` keeps the current values), `lastError` is cleared and `observedGeneration` set
+/// (Gardener's `Success`).
 pub fn succeeded(
     current: &InfrastructureObjectStatus,
     operation: OperationType,
@@ -197,9 +203,12 @@ pub fn succeeded(
         next.provider_status = published.provider_status;
         next.nodes_cidr = published.nodes_cidr;
         next.state = published.state;
+        next.networking = Some(InfrastructureStatusNetworking {
+            nodes: published.nodes,
+        })
+        .filter(|n| !n.nodes.is_empty());
     }
     next.last_operation = Some(stamped(
-        current.last_operation.as_ref(),
         operation,
         OperationState::Succeeded,
         PROGRESS_DONE,
@@ -211,7 +220,8 @@ pub fn succeeded(
     next
 }
 
-/// The status after `operation` failed with `error` (its full chain) and `codes`.
+/// The status after `operation` failed with `error` (its full chain) and `codes` (Gardener's
+/// `Error`: `lastError` stamped at `now` too).
 pub fn failed(
     current: &InfrastructureObjectStatus,
     operation: OperationType,
@@ -223,26 +233,16 @@ pub fn failed(
     let description = format!("{}: {error}", operation.error_description());
     let mut next = current.clone();
     next.last_operation = Some(stamped(
-        current.last_operation.as_ref(),
         operation,
         OperationState::Error,
         PROGRESS_FAILED,
         description.clone(),
         now,
     ));
-    let codes: Vec<String> = codes.iter().map(ToString::to_string).collect();
-    let unchanged = current
-        .last_error
-        .as_ref()
-        .filter(|e| e.description == description && e.codes == codes);
     next.last_error = Some(LastError {
         description,
-        codes,
-        last_update_time: Some(
-            unchanged
-                .and_then(|e| e.last_update_time.clone())
-                .unwrap_or_else(|| whole_seconds(now)),
-        ),
+        codes: codes.iter().map(ToString::to_string).collect(),
+        last_update_time: Some(whole_seconds(now)),
     });
     next.observed_generation = generation.or(current.observed_generation);
     next

@@ -90,12 +90,11 @@ impl<'a> Session<'a> {
         Ok(true)
     }
 
-    /// Shows `operation` as started (unless it is already running or being retried) and says so
-    /// in an Event.
+    /// Shows an attempt of `operation` as started (Gardener's `Processing`, stamped now) and
+    /// says so in an Event.
     pub(super) async fn start(&mut self, operation: OperationType) -> Result<(), Error> {
-        if let Some(next) = processing(&self.status(), operation, Timestamp::now())
-            && self.write_status(next).await?
-        {
+        let next = processing(&self.status(), operation, Timestamp::now());
+        if self.write_status(next).await? {
             tracing::info!(operation = operation.as_str(), "Starting");
             self.event(
                 EventType::Normal,

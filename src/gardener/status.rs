@@ -176,6 +176,8 @@ pub struct Published {
     pub nodes_cidr: Option<String>,
     /// `status.state`.
     pub state: Option<Value>,
+    /// `status.networking.nodes`: every subnet of the network, IPv4 first.
+    pub nodes: Vec<String>,
 }
 
 impl Published {
@@ -186,6 +188,12 @@ impl Published {
             provider_status: serde_json::to_value(&status).ok(),
             nodes_cidr: nodes_cidr(network, plan),
             state: serde_json::to_value(status.state()).ok(),
+            nodes: status
+                .network
+                .subnets
+                .iter()
+                .map(|s| s.cidr.clone())
+                .collect(),
         }
     }
 }
@@ -271,6 +279,12 @@ mod tests {
             nodes_cidr(&network(), &plan(Some("10.213.4.0/24"))).as_deref(),
             Some("10.213.4.0/24")
         );
+    }
+
+    #[test]
+    fn networking_nodes_lists_every_family_ipv4_first() {
+        let published = Published::of(&network(), true, &plan(None));
+        assert_eq!(published.nodes, ["10.213.4.0/24", "fc00:1::/64"]);
     }
 
     #[test]

@@ -154,6 +154,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         // Read through `controller_set` above.
         controllers: _,
         gardener_infrastructure: _,
+        gardener_ignore_operation_annotation: _,
         kubeconfig,
     } = args;
 

@@ -34,6 +34,9 @@ pub struct ControllerSet {
     /// The Gardener `Infrastructure` controller, which needs only Gardener's `Infrastructure`
     /// CRD.
     pub gardener_infrastructure: bool,
+    /// The Gardener controller acts on every new generation instead of waiting for Gardener's
+    /// operation annotation (`--gardener-ignore-operation-annotation`).
+    pub gardener_ignore_operation_annotation: bool,
 }
 
 impl Default for ControllerSet {
@@ -42,6 +45,7 @@ impl Default for ControllerSet {
         Self {
             cluster_api: true,
             gardener_infrastructure: false,
+            gardener_ignore_operation_annotation: false,
         }
     }
 }
@@ -51,6 +55,14 @@ impl ControllerSet {
     pub fn with_gardener_infrastructure(self, add: bool) -> Self {
         Self {
             gardener_infrastructure: self.gardener_infrastructure || add,
+            ..self
+        }
+    }
+
+    /// This set, its Gardener controller ignoring the operation annotation when `ignore`.
+    pub fn with_gardener_ignoring_operation_annotation(self, ignore: bool) -> Self {
+        Self {
+            gardener_ignore_operation_annotation: ignore,
             ..self
         }
     }
@@ -83,7 +95,12 @@ impl ControllerSet {
             ));
         }
         if self.gardener_infrastructure {
-            tasks.push(crate::gardener::controller_task(context, runtime, stop));
+            let mode = crate::gardener::trigger::Mode::from_flag(
+                self.gardener_ignore_operation_annotation,
+            );
+            tasks.extend(crate::gardener::controller_tasks(
+                context, runtime, stop, mode,
+            ));
         }
         tasks
     }
@@ -97,6 +114,7 @@ impl FromStr for ControllerSet {
         let mut set = Self {
             cluster_api: false,
             gardener_infrastructure: false,
+            gardener_ignore_operation_annotation: false,
         };
         for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             match name {
@@ -233,6 +251,7 @@ mod tests {
         let both = ControllerSet {
             cluster_api: true,
             gardener_infrastructure: true,
+            gardener_ignore_operation_annotation: false,
         };
         assert_eq!(set("cluster-api"), Ok(ControllerSet::default()));
         assert_eq!(set("gardener-infrastructure,cluster-api"), Ok(both));

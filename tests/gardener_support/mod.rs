@@ -1,6 +1,6 @@
 //! Shared set-up of the Gardener extension tests: a test Kubernetes API server with the test-only
-//! `Infrastructure` CRD, the controller running in-process on a given container runtime, and
-//! builders and waits that read as sentences.
+//! `Infrastructure` and `Cluster` CRDs, the controller running in-process on a given container
+//! runtime, what gardenlet does to the objects, and builders and waits that read as sentences.
 
 // Each test crate uses a different subset of these helpers.
 #![allow(dead_code)]
@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capd::docker::{ContainerRuntime, DockerEngine};
+use capd::gardener::cluster::{Cluster, ClusterSpec};
+use capd::gardener::trigger::Mode;
 use capd::gardener::{Infrastructure, InfrastructureContext, InfrastructureStatus};
 use capd::manager::{Metrics, Readiness};
 use k8s_openapi::api::core::v1::Namespace;
@@ -26,6 +28,27 @@ use tokio_util::sync::CancellationToken;
 /// The test-only CRD, as shipped under `e2e/gardener/`.
 pub const CRD_YAML: &str = include_str!("../../e2e/gardener/infrastructures.crd.yaml");
 
+/// The test-only `Cluster` CRD.
+pub const CLUSTER_CRD_YAML: &str = include_str!("../../e2e/gardener/clusters.crd.yaml");
+
+/// How the in-process controller runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    /// Gardener's predicate, or the ignore-operation-annotation mode.
+    pub mode: Mode,
+    /// The drift check period of the ignore-operation-annotation mode.
+    pub sync_period: Duration,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            mode: Mode::RespectOperationAnnotation,
+            sync_period: Duration::from_secs(600),
+        }
+    }
+}
+
 /// How long a wait may take before the test fails.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -39,8 +62,17 @@ pub struct Env {
 }
 
 impl Env {
-    /// Starts the server, installs the CRD and runs the controller on `runtime`.
+    /// Starts the server, installs the CRDs and runs the controller on `runtime`.
     pub async fn start(runtime: Arc<dyn ContainerRuntime>, namespace: &str) -> Self {
+        Self::start_with(runtime, namespace, Setup::default()).await
+    }
+
+    /// [`Env::start`] with the controller set up as `setup` says.
+    pub async fn start_with(
+        runtime: Arc<dyn ContainerRuntime>,
+        namespace: &str,
+        setup: Setup,
+    ) -> Self {
         let mut env = Self::without_controller(namespace).await;
         let recorder = Recorder::new(
             env.client.clone(),
@@ -49,13 +81,16 @@ impl Env {
                 instance: None,
             },
         );
-        let ctx = Arc::new(InfrastructureContext::new(
-            env.client.clone(),
-            runtime,
-            recorder,
-            Metrics::new(),
-            Duration::from_secs(600),
-        ));
+        let ctx = Arc::new(
+            InfrastructureContext::new(
+                env.client.clone(),
+                runtime,
+                recorder,
+                Metrics::new(),
+                setup.sync_period,
+            )
+            .with_mode(setup.mode),
+        );
         env.controller = Some(tokio::spawn(capd::gardener::run(
             ctx,
             Api::all(env.client.clone()),
@@ -82,11 +117,13 @@ impl Env {
             .await
             .expect("client config");
         let client = Client::try_from(config).expect("client");
-        install_crd(
-            &client,
-            serde_saphyr::from_str(CRD_YAML).expect("the test CRD parses"),
-        )
-        .await;
+        for crd in [CRD_YAML, CLUSTER_CRD_YAML] {
+            install_crd(
+                &client,
+                serde_saphyr::from_str(crd).expect("the test CRD parses"),
+            )
+            .await;
+        }
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let ns: Namespace =
             serde_json::from_value(json!({"metadata": {"name": namespace}})).expect("namespace");
@@ -110,6 +147,19 @@ impl Env {
 
     /// Creates an `Infrastructure` of `type_` with `provider_config`.
     pub async fn create(&self, name: &str, type_: &str, provider_config: Option<Value>) {
+        self.create_annotated(name, type_, provider_config, None)
+            .await;
+    }
+
+    /// Creates an `Infrastructure` carrying `gardener.cloud/operation: <operation>`, as
+    /// gardenlet creates them (`reconcile`, or `wait-for-state` during a migration).
+    pub async fn create_annotated(
+        &self,
+        name: &str,
+        type_: &str,
+        provider_config: Option<Value>,
+        operation: Option<&str>,
+    ) {
         let mut spec = json!({
             "type": type_,
             "region": "local",
@@ -118,10 +168,14 @@ impl Env {
         if let Some(config) = provider_config {
             spec["providerConfig"] = config;
         }
+        let mut metadata = json!({"name": name, "namespace": self.namespace});
+        if let Some(operation) = operation {
+            metadata["annotations"] = json!({"gardener.cloud/operation": operation});
+        }
         let object: Infrastructure = serde_json::from_value(json!({
             "apiVersion": "extensions.gardener.cloud/v1alpha1",
             "kind": "Infrastructure",
-            "metadata": {"name": name, "namespace": self.namespace},
+            "metadata": metadata,
             "spec": spec,
         }))
         .expect("a valid Infrastructure");
@@ -139,13 +193,88 @@ impl Env {
             .expect("the Infrastructure exists")
     }
 
-    /// Replaces `spec.providerConfig` (as Gardener does when the Shoot changes).
+    /// Replaces `spec.providerConfig` and asks for a reconcile in the same patch, as gardenlet
+    /// does when the Shoot changes.
     pub async fn set_provider_config(&self, name: &str, provider_config: Value) {
+        let patch = json!({
+            "metadata": {"annotations": {"gardener.cloud/operation": "reconcile"}},
+            "spec": {"providerConfig": provider_config},
+        });
+        self.api()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("the spec is patched");
+    }
+
+    /// Replaces `spec.providerConfig` without asking for anything (a new generation only).
+    pub async fn set_provider_config_only(&self, name: &str, provider_config: Value) {
         let patch = json!({"spec": {"providerConfig": provider_config}});
         self.api()
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("the spec is patched");
+    }
+
+    /// Adds a label (a change Gardener's predicate ignores).
+    pub async fn label(&self, name: &str, key: &str, value: &str) {
+        let patch = json!({"metadata": {"labels": {key: value}}});
+        self.api()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("the label is set");
+    }
+
+    /// Writes `status.state` as gardenlet does from the ShootState during a restore (a merge
+    /// patch of the status).
+    pub async fn write_state(&self, name: &str, state: &Value) {
+        self.api()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": {"state": state}})),
+            )
+            .await
+            .expect("the state is written");
+    }
+
+    /// Creates (or replaces the Shoot of) the `Cluster` of the test namespace, as gardenlet
+    /// keeps it.
+    pub async fn set_shoot(&self, shoot: Value) {
+        let clusters: Api<Cluster> = Api::all(self.client.clone());
+        let mut cluster = Cluster::new(
+            &self.namespace,
+            ClusterSpec {
+                shoot: Some(shoot),
+                cloud_profile: Some(
+                    json!({"apiVersion": "core.gardener.cloud/v1beta1", "kind": "CloudProfile"}),
+                ),
+                seed: None,
+            },
+        );
+        match clusters.get_opt(&self.namespace).await.expect("readable") {
+            None => {
+                clusters
+                    .create(&PostParams::default(), &cluster)
+                    .await
+                    .expect("the Cluster is created");
+            }
+            Some(current) => {
+                cluster.metadata.resource_version = current.metadata.resource_version;
+                clusters
+                    .replace(&self.namespace, &PostParams::default(), &cluster)
+                    .await
+                    .expect("the Cluster is replaced");
+            }
+        }
+    }
+
+    /// The writes the server counted on `Infrastructure` objects and their status.
+    pub fn infrastructure_writes(&self) -> Vec<(String, u64)> {
+        self.server
+            .write_counts()
+            .into_iter()
+            .filter(|(key, _)| key.contains("infrastructures"))
+            .collect()
     }
 
     /// Sets the `gardener.cloud/operation` annotation (as gardenlet does).
