@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A private rootful Podman service for the podman lane of the tests (README, "Podman"):
+# A private rootful Podman service for the podman lane of the tests (docs/src/podman.md):
 #   hack/podman.sh start DIR   installs podman when missing, starts `podman system service` on
 #                              DIR/podman.sock, loads the test images, the real node image when
 #                              it was built (and the images named in CAPD_PODMAN_EXTRA_IMAGES)

@@ -71,7 +71,8 @@ if [ "$real" = true ] && [ "$demo" = false ]; then
   exit 2
 fi
 
-# The sandbox builds three binaries: the unoptimised dev profile builds them much sooner (README).
+# The sandbox builds three binaries: the unoptimised dev profile builds them much sooner
+# (docs/src/getting-started.md, "The sandbox").
 profile="${CAPD_RUN_PROFILE:-$([ "$sandbox" = true ] && echo dev || echo release)}"
 bin_dir=target/$([ "$profile" = dev ] && echo debug || echo "$profile")
 started=$(date +%s)

@@ -26,7 +26,7 @@ cargo test --workspace
 
 # The e2e scenarios again against an existing cluster: one standalone test API server that every
 # scenario shares, as a real management cluster would be (each keeps to namespaces of its own and
-# gives its manager a unique --watch-filter; README, "End-to-end suite").
+# gives its manager a unique --watch-filter; docs/src/contributing.md, "End-to-end suite").
 echo "--- e2e scenarios with CAPD_E2E_USE_EXISTING_CLUSTER=true"
 cargo build --quiet -p testapiserver --bin testapiserver
 existing=$(mktemp -d)
@@ -37,9 +37,10 @@ for _ in $(seq 100); do [[ -s $existing/kubeconfig ]] && break; sleep 0.1; done
 CAPD_E2E_USE_EXISTING_CLUSTER=true CAPD_E2E_KUBECONFIG="$existing/kubeconfig" \
   cargo test -p capd-e2e --test scenarios
 
-# The podman lane (README, "Podman"): the engine tests and the e2e scenarios again, on a private
-# rootful Podman service (hack/podman.sh installs podman when missing and loads the test images
-# and the manager image), and the start-up check against a rootless Podman service.
+# The podman lane (docs/src/contributing.md, "The podman lane"): the engine tests and the e2e
+# scenarios again, on a private rootful Podman service (hack/podman.sh installs podman when missing
+# and loads the test images and the manager image), and the start-up check against a rootless
+# Podman service.
 echo "--- podman lane"
 podman_dir=$(mktemp -d)
 trap 'kill "$apiserver" 2>/dev/null || true; rm -rf "$existing"; bash hack/podman.sh stop "$podman_dir"; rm -rf "$podman_dir"' EXIT
@@ -53,7 +54,7 @@ rootless_host=$(bash hack/podman.sh rootless "$podman_dir")
   CAPD_TEST_ROOTLESS_DOCKER_HOST=${rootless_host#DOCKER_HOST=} \
     cargo test --test controllers_gates -- rootless
   cargo test -p capd-e2e --test scenarios -- --skip real_cluster
-  # Real nodes (README, "Real nodes"): a real cluster built through the provider, alone on the
+  # Real nodes (docs/src/contributing.md, "Real nodes"): a real cluster built through the provider, alone on the
   # machine's cores, against a fresh test API server and again against the existing cluster.
   export CAPD_E2E_REAL_NODES=required
   cargo test -p capd-e2e --test scenarios real_cluster -- --nocapture

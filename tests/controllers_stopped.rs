@@ -189,8 +189,8 @@ async fn stopped_containers_come_back_in_order_with_the_same_endpoint() {
     let engine = capd::docker::DockerEngine::connect().await.unwrap();
     if !engine.engine().keeps_addresses_on_restart() {
         // Podman gives the restarted load balancer another address than the endpoint, which
-        // cannot change: the cluster does not survive, and the provider says so (README,
-        // "Podman").
+        // cannot change: the cluster does not survive, and the provider says so
+        // (docs/src/podman.md, "Not supported on Podman").
         eventually(COME_BACK, "every container to run again", || async {
             [&lb, &cp1, &w1].iter().all(|c| running(c)).then_some(())
         })

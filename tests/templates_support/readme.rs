@@ -1,16 +1,21 @@
-//! The README's parts the template tests keep in step with the templates.
+//! The documentation the template tests keep in step with the templates: the tables of the book's
+//! chapter on clusterctl variables and flavors, and the README's quick start.
 
 use std::collections::BTreeMap;
 
 use super::{repo_root, values};
 
-/// The cells of the rows of the README's table under the heading `section`, header and separator
+/// The book's chapter holding the "Flavors" and "Template variables" tables.
+pub const CHAPTER: &str = "docs/src/clusterctl.md";
+
+/// The cells of the rows of the chapter's table under the heading `section`, header and separator
 /// left out.
 fn table(section: &str) -> Vec<Vec<String>> {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("read README.md");
+    let chapter = std::fs::read_to_string(repo_root().join(CHAPTER))
+        .unwrap_or_else(|e| panic!("read {CHAPTER}: {e}"));
     let mut rows = Vec::new();
     let mut inside = false;
-    for line in readme.lines() {
+    for line in chapter.lines() {
         if line.starts_with('#') {
             inside = line.trim_start_matches('#').trim() == section;
             continue;
@@ -25,12 +30,12 @@ fn table(section: &str) -> Vec<Vec<String>> {
             );
         }
     }
-    assert!(rows.len() > 1, "README.md has no {section} table");
+    assert!(rows.len() > 1, "{CHAPTER} has no {section} table");
     rows.remove(0);
     rows
 }
 
-/// The README's "Template variables" rows: name → (default, templates column).
+/// The chapter's "Template variables" rows: name → (default, templates column).
 pub fn template_variables() -> BTreeMap<String, (String, String)> {
     let mut rows = BTreeMap::new();
     for cells in table("Template variables") {
@@ -42,7 +47,7 @@ pub fn template_variables() -> BTreeMap<String, (String, String)> {
     rows
 }
 
-/// The README's "Flavors" rows: (flavor, `""` for `(none)`; template file).
+/// The chapter's "Flavors" rows: (flavor, `""` for `(none)`; template file).
 pub fn flavors() -> Vec<(String, String)> {
     table("Flavors")
         .into_iter()

@@ -1,7 +1,7 @@
 //! The end-to-end scenarios (issue 5): the real manager binary, a management API (a test API
 //! server, or an existing cluster with `CAPD_E2E_USE_EXISTING_CLUSTER=true`), the real Docker
 //! engine, and the suite playing Cluster API core. Each scenario checks what a user sees: Docker
-//! state, object status, conditions and Events. See README.md, "End-to-end suite".
+//! state, object status, conditions and Events. See docs/src/contributing.md, "End-to-end suite".
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod scenarios {
