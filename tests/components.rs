@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use packaging::variables::{readme_table, substitute, variables};
+use packaging::variables::{CHAPTER, documented_table, substitute, variables};
 use packaging::*;
 
 #[test]
@@ -445,18 +445,18 @@ fn clusterctl_variables_use_supported_syntax_and_are_documented() {
             );
         }
     }
-    let documented = readme_table("Components variables");
+    let documented = documented_table("Components variables");
     for (name, default) in &defaults {
         let row = documented
             .get(*name)
-            .unwrap_or_else(|| panic!("{name} is used by {COMPONENTS_FILE} but not in the README"));
+            .unwrap_or_else(|| panic!("{name} is used by {COMPONENTS_FILE} but not in {CHAPTER}"));
         let expected = default.as_deref().unwrap_or("(required)");
-        assert_eq!(row, expected, "README default of {name}");
+        assert_eq!(row, expected, "{CHAPTER}: default of {name}");
     }
     for name in documented.keys() {
         assert!(
             defaults.contains_key(name.as_str()),
-            "README documents unused variable {name}"
+            "{CHAPTER} documents unused variable {name}"
         );
     }
 }

@@ -1,7 +1,8 @@
 //! Cluster templates (`templates/`): rendered with clusterctl's substitution rules, parsed, and
 //! every object validated against its CRD schema (ours from `config/crd/bases/`, Cluster API's from
 //! `../shared/reference/crds/capi-release-1.12/`, skipped with a message when absent), references
-//! resolved, ClusterClass variables and patches checked, README kept in step.
+//! resolved, ClusterClass variables and patches checked, the book's variables and flavors tables
+//! (`docs/src/clusterctl.md`) and the README's quick start kept in step.
 
 // Test helpers: a failed expectation anywhere in this test crate is a test failure with its message.
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)]
@@ -234,7 +235,7 @@ fn templates_use_only_the_documented_variable_syntax() {
 }
 
 #[test]
-fn the_readme_documents_every_template_variable() {
+fn the_book_documents_every_template_variable() {
     let documented = readme::template_variables();
     let mut used: BTreeMap<String, (Option<String>, Vec<String>)> = BTreeMap::new();
     for file in template_files() {
@@ -244,32 +245,32 @@ fn the_readme_documents_every_template_variable() {
         }
     }
     for (name, (default, files)) in &used {
-        let (readme_default, readme_files) = documented
-            .get(name)
-            .unwrap_or_else(|| panic!("{name} is used by {files:?} but not in the README"));
+        let (documented_default, documented_files) = documented.get(name).unwrap_or_else(|| {
+            panic!("{name} is used by {files:?} but not in {}", readme::CHAPTER)
+        });
         let expected = match (default, FROM_CLUSTERCTL.iter().find(|(n, _)| n == name)) {
             (Some(d), _) => d.trim_matches('"').to_string(),
             (None, Some((_, from_clusterctl))) => from_clusterctl.to_string(),
             (None, None) => "(required)".to_string(),
         };
-        assert_eq!(readme_default, &expected, "README default of {name}");
-        let listed: BTreeSet<&str> = readme_files
+        assert_eq!(documented_default, &expected, "book's default of {name}");
+        let listed: BTreeSet<&str> = documented_files
             .split(',')
             .map(|f| f.trim().trim_matches('`'))
             .collect();
         let files: BTreeSet<&str> = files.iter().map(String::as_str).collect();
-        assert_eq!(listed, files, "README's templates column of {name}");
+        assert_eq!(listed, files, "book's templates column of {name}");
     }
     for name in documented.keys() {
         assert!(
             used.contains_key(name),
-            "README documents unused variable {name}"
+            "the book documents unused variable {name}"
         );
     }
 }
 
 #[test]
-fn the_readme_lists_every_flavor() {
+fn the_book_lists_every_flavor() {
     let listed = readme::flavors();
     let shipped: Vec<(String, String)> = flavors()
         .into_iter()
@@ -334,9 +335,7 @@ fn mistakes_in_a_rendered_template_are_reported() {
     );
     assert_eq!(
         misspelled,
-        [
-            "spec.template.spec.extraMount: unknown field: the schema does not define it, the API server would drop it"
-        ]
+        ["spec.template.spec.extraMount: unknown field \"spec.template.spec.extraMount\""]
     );
     let wrong_type = problems_after_edit(
         "cluster-template.yaml",
@@ -347,7 +346,10 @@ fn mistakes_in_a_rendered_template_are_reported() {
     );
     assert_eq!(
         wrong_type,
-        ["spec.template.spec.extraMounts[0].hostPath: must be of type string, not integer"]
+        [
+            "spec.template.spec.extraMounts[0].hostPath: Invalid value: \"integer\": \
+             spec.template.spec.extraMounts[0].hostPath in body must be of type string: \"integer\""
+        ]
     );
     let missing = problems_after_edit(
         "clusterclass-quick-start.yaml",
@@ -357,7 +359,7 @@ fn mistakes_in_a_rendered_template_are_reported() {
         "quick-start-cluster",
     );
     assert_eq!(missing.len(), 2, "{missing:?}");
-    assert_eq!(missing[0], "spec.template: required field is missing");
+    assert_eq!(missing[0], "spec.template: Required value");
     assert!(missing[1].starts_with("spec.templat: unknown field"));
     // An instance setting written where a DockerMachineTemplate (or CAPD 1.14's
     // DevMachinePoolTemplate) has it, not under the pool's `template`; a Docker setting outside a
@@ -410,7 +412,10 @@ fn mistakes_in_a_rendered_template_are_reported() {
         .collect();
     assert_eq!(
         found,
-        ["spec.replicas: must be of type integer, not string"]
+        [
+            "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type \
+             integer: \"string\""
+        ]
     );
     let no_version = problems_after_edit(
         "cluster-template.yaml",
@@ -419,7 +424,7 @@ fn mistakes_in_a_rendered_template_are_reported() {
         "KubeadmControlPlane",
         "demo-control-plane",
     );
-    assert_eq!(no_version, ["spec.version: required field is missing"]);
+    assert_eq!(no_version, ["spec.version: Required value"]);
     let duplicate_arg = problems_after_edit(
         "cluster-template.yaml",
         "        kubeletExtraArgs:\n",

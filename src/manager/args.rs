@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
 
-use super::feature_gates::FeatureGates;
+use super::feature_gates::{FeatureGates, parse_go_bool};
 use super::wiring::ControllerSet;
 use crate::api::duration::parse_go_duration;
 use crate::serving::{ListenAddr, TlsMinVersion};
@@ -235,6 +235,14 @@ pub struct Args {
           value_parser = parse_bool)]
     pub gardener_infrastructure: bool,
 
+    /// Gardener's ignore-operation-annotation mode for the Gardener Infrastructure controller:
+    /// act on every new generation (and check for drift every --sync-period) instead of only
+    /// when Gardener asks with the gardener.cloud/operation annotation.
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = ArgAction::Set,
+          value_parser = parse_bool)]
+    pub gardener_ignore_operation_annotation: bool,
+
     /// Path to a kubeconfig. Only required if out-of-cluster; otherwise KUBECONFIG, then
     /// ~/.kube/config, then the in-cluster service account are used.
     #[arg(long, value_name = "PATH")]
@@ -243,10 +251,12 @@ pub struct Args {
 
 impl Args {
     /// The controllers to run: `--controllers`, plus the Gardener controller when
-    /// `--gardener-infrastructure` is set.
+    /// `--gardener-infrastructure` is set (in the mode `--gardener-ignore-operation-annotation`
+    /// asks for).
     pub fn controller_set(&self) -> ControllerSet {
         self.controllers
             .with_gardener_infrastructure(self.gardener_infrastructure)
+            .with_gardener_ignoring_operation_annotation(self.gardener_ignore_operation_annotation)
     }
 }
 
@@ -254,13 +264,9 @@ fn parse_controllers(value: &str) -> Result<ControllerSet, ArgsError> {
     value.parse()
 }
 
-/// Go's `strconv.ParseBool` spellings.
+/// Go's `strconv.ParseBool` spellings ([`parse_go_bool`], shared with the feature gates).
 fn parse_bool(value: &str) -> Result<bool, ArgsError> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(ArgsError::Bool(value.to_owned())),
-    }
+    parse_go_bool(value).ok_or_else(|| ArgsError::Bool(value.to_owned()))
 }
 
 fn parse_rate(value: &str) -> Result<f32, ArgsError> {

@@ -163,6 +163,29 @@ fn booleans_take_the_go_forms() {
 }
 
 #[test]
+fn boolean_flags_and_feature_gates_read_the_same_spellings() {
+    use crate::manager::feature_gates::FeatureGates;
+    let candidates = [
+        "1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False", "yes",
+        "tRUE", "on", "2",
+    ];
+    for value in candidates {
+        let flag = Args::try_parse_from(["manager", &format!("--leader-elect={value}")])
+            .ok()
+            .map(|args| args.leader_elect);
+        // A gate whose default is on, so that `false` shows.
+        let gate = format!("MachinePool={value}")
+            .parse::<FeatureGates>()
+            .ok()
+            .map(|gates| gates.enabled(Feature::MachinePool));
+        assert_eq!(flag, gate, "{value:?}: the flag and the gate disagree");
+        let go = matches!(value, "1" | "t" | "T" | "TRUE" | "true" | "True");
+        let accepted = go || matches!(value, "0" | "f" | "F" | "FALSE" | "false" | "False");
+        assert_eq!(flag, accepted.then_some(go), "{value:?}");
+    }
+}
+
+#[test]
 fn verbosity_takes_the_klog_forms() {
     assert_eq!(parse(&["-v", "4"]).v, 4);
     assert_eq!(parse(&["-v=4"]).v, 4);

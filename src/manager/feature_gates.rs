@@ -172,8 +172,10 @@ impl fmt::Display for FeatureGates {
     }
 }
 
-/// Go's `strconv.ParseBool` spellings.
-fn parse_go_bool(value: &str) -> Option<bool> {
+/// A boolean as Go's `strconv.ParseBool` reads it: `1`, `t`, `T`, `TRUE`, `true`, `True` and
+/// their `0`/`f`/`false` counterparts, nothing else (no spaces, no `yes`). The one parser of the
+/// manager's boolean flags and feature gate values.
+pub(super) fn parse_go_bool(value: &str) -> Option<bool> {
     match value {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
@@ -214,6 +216,22 @@ mod tests {
         assert!(!gates.enabled(Feature::PriorityQueue));
         assert!(gates.enabled(Feature::KubeadmBootstrapFormatIgnition));
         assert_eq!("".parse::<FeatureGates>().unwrap(), FeatureGates::default());
+    }
+
+    #[test]
+    fn go_bool_spellings_are_the_only_booleans() {
+        for yes in ["1", "t", "T", "TRUE", "true", "True"] {
+            assert_eq!(parse_go_bool(yes), Some(true), "{yes:?}");
+        }
+        for no in ["0", "f", "F", "FALSE", "false", "False"] {
+            assert_eq!(parse_go_bool(no), Some(false), "{no:?}");
+        }
+        // strconv.ParseBool refuses these too.
+        for refused in [
+            "", "tRUE", "fAlse", "yes", "no", "on", "2", "-1", " true", "true\n",
+        ] {
+            assert_eq!(parse_go_bool(refused), None, "{refused:?}");
+        }
     }
 
     #[test]

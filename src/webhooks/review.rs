@@ -1,6 +1,14 @@
 //! Wire types of the webhook protocols: `admission.k8s.io/v1` AdmissionReview and
 //! `apiextensions.k8s.io/v1` ConversionReview. Only the fields this provider reads are decoded;
 //! responses carry exactly what the API server expects.
+//!
+//! The ConversionReview types are not kube's [`kube::core::conversion`] ones, because those change
+//! what this server writes: kube's `Status` drops the `apiVersion`, `kind` and `metadata` of the
+//! response's `result`, and a review kube's types refuse gets another message (its `apiVersion`
+//! and `kind` are required fields, a flattened `TypeMeta`, so a review without them is a decode
+//! error rather than "unsupported review", and a truncated body reads "invalid type: sequence"
+//! instead of "EOF while parsing"). `webhooks::tests::conversion` pins our bytes and shows the
+//! differences.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use serde::{Deserialize, Serialize};

@@ -36,6 +36,7 @@ fn lane() -> (Vec<String>, Vec<String>) {
         },
         unprivileged: true,
         extra_args: Vec::new(),
+        ca_bundle: None,
     };
     let all = run.docker_run_args();
     let at = all

@@ -1,6 +1,8 @@
 //! Shared by the packaging tests: builds the components once through `hack/build-components.sh` and
 //! offers small accessors over the parsed objects.
 
+#[path = "../templates_support/envsubst.rs"]
+pub mod envsubst;
 pub mod variables;
 
 use std::collections::BTreeSet;

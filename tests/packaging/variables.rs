@@ -1,79 +1,73 @@
-//! clusterctl variables: finding `${VAR}` / `${VAR:=default}` references, substituting them the way
-//! clusterctl does, and reading the README's variables tables.
+//! clusterctl variables of the components file: which ones it uses (through the template tests'
+//! clusterctl substitution, [`envsubst`]), held to the spelling clusterctl documents, and the
+//! book's variables table.
 
 use std::collections::BTreeMap;
 
+use super::envsubst::{self, Variable};
 use super::repo_root;
 
-/// One clusterctl variable reference found in the components text.
-#[derive(Debug, PartialEq)]
-pub struct Variable {
-    pub name: String,
-    pub default: Option<String>,
-}
-
-/// Finds every clusterctl variable reference; `Err` for a syntax clusterctl users should not meet
-/// (bare `$VAR`, `${VAR:-x}`, unterminated braces, lowercase names).
+/// Every clusterctl variable the text uses, first occurrence first; `Err` for what clusterctl
+/// cannot render and for a spelling its users should not meet: a bare `$VAR` (clusterctl leaves
+/// it as it is), a default written other than `${VAR:=default}`, a name that is not
+/// `UPPER_SNAKE_CASE`.
 pub fn variables(text: &str) -> Result<Vec<Variable>, String> {
-    let mut found = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        let after = &rest[at + 1..];
-        if let Some(body) = after.strip_prefix('{') {
-            let end = body
-                .find('}')
-                .ok_or_else(|| format!("unterminated ${{ in {:.40}", after))?;
-            let inner = &body[..end];
-            let (name, default) = match inner.split_once(":=") {
-                Some((name, default)) => (name, Some(default.to_string())),
-                None => (inner, None),
-            };
-            let valid = name
+    let found = envsubst::variables(text).map_err(|e| e.to_string())?;
+    for v in &found {
+        let upper_snake = v
+            .name
+            .starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+            && v.name
                 .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-            if !valid {
-                return Err(format!("unsupported variable syntax ${{{inner}}}"));
-            }
-            found.push(Variable {
-                name: name.to_string(),
-                default,
-            });
-            rest = &body[end + 1..];
-        } else if after.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-            return Err(format!("bare variable {:.40}: write ${{VAR}}", &rest[at..]));
-        } else {
-            rest = after;
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if !upper_snake {
+            return Err(format!(
+                "unsupported variable name {:?}: write UPPER_SNAKE_CASE",
+                v.name
+            ));
         }
+        for other in [":-", "="] {
+            if text.contains(&format!("${{{}{other}", v.name)) {
+                return Err(format!(
+                    "${{{}{other}...}}: write defaults as ${{{}:=default}}",
+                    v.name, v.name
+                ));
+            }
+        }
+    }
+    let unescaped = text.replace("$$", "");
+    if let Some(at) = unescaped
+        .match_indices('$')
+        .map(|(at, _)| at)
+        .find(|at| unescaped[at + 1..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+    {
+        return Err(format!(
+            "bare variable {:.40}: clusterctl substitutes only ${{VAR}}",
+            &unescaped[at..]
+        ));
     }
     Ok(found)
 }
 
-/// Replaces every `${VAR}` / `${VAR:=default}` the way clusterctl does, from `values` or the default.
+/// The text as clusterctl renders it with `values` (the environment and clusterctl.yaml).
 pub fn substitute(text: &str, values: &BTreeMap<&str, &str>) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("${") {
-        out.push_str(&rest[..at]);
-        let body = &rest[at + 2..];
-        let end = body.find('}').expect("terminated variable");
-        let (name, default) = body[..end].split_once(":=").unwrap_or((&body[..end], ""));
-        out.push_str(values.get(name).copied().unwrap_or(default));
-        rest = &body[end + 1..];
-    }
-    out.push_str(rest);
-    out
+    let values: BTreeMap<String, String> = values
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    envsubst::render(text, &values).unwrap_or_else(|e| panic!("clusterctl would not render: {e}"))
 }
 
-/// The rows `| `NAME` | `default` | ... |` of the README section whose heading contains `heading`.
-pub fn readme_table(heading: &str) -> BTreeMap<String, String> {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("read README.md");
+/// The book's chapter holding the "Components variables" table.
+pub const CHAPTER: &str = "docs/src/clusterctl.md";
+
+/// The rows `| `NAME` | `default` | ... |` of the chapter's section whose heading contains `heading`.
+pub fn documented_table(heading: &str) -> BTreeMap<String, String> {
+    let chapter = std::fs::read_to_string(repo_root().join(CHAPTER))
+        .unwrap_or_else(|e| panic!("read {CHAPTER}: {e}"));
     let mut rows = BTreeMap::new();
     let mut inside = false;
-    for line in readme.lines() {
+    for line in chapter.lines() {
         if line.starts_with('#') {
             inside = line.contains(heading);
             continue;
@@ -89,7 +83,7 @@ pub fn readme_table(heading: &str) -> BTreeMap<String, String> {
     }
     assert!(
         !rows.is_empty(),
-        "README.md has no variables table under a heading with {heading:?}"
+        "{CHAPTER} has no variables table under a heading with {heading:?}"
     );
     rows
 }
@@ -109,8 +103,16 @@ mod tests {
                 default: Some("x".into())
             }
         );
-        for bad in ["a: $HOME", "a: ${lower}", "a: ${A:-x}", "a: ${A"] {
+        for bad in [
+            "a: $HOME",
+            "a: ${lower}",
+            "a: ${A:-x}",
+            "a: ${A=x}",
+            "a: ${A",
+            "a: ${A^^}",
+        ] {
             assert!(variables(bad).is_err(), "{bad} must be rejected");
         }
+        assert!(variables("price: $$5, literal: $${A}").unwrap().is_empty());
     }
 }

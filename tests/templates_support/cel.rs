@@ -44,36 +44,6 @@ fn key_lengths(key: &str) -> bool {
     }
 }
 
-/// A Kubernetes qualified name (label and annotation keys): `[DNS subdomain/]name`, name at most 63
-/// characters of `[A-Za-z0-9._-]` starting and ending alphanumeric.
-pub fn qualified_name(key: &str) -> bool {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && alnum(name.chars().next())
-        && alnum(name.chars().last())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|part| {
-                !part.is_empty()
-                    && alnum(part.chars().next())
-                    && alnum(part.chars().last())
-                    && part
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            })
-    });
-    name_ok && prefix_ok
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,15 +67,5 @@ mod tests {
         assert_eq!(evaluate(key, &json!("a/b/c")), Some(false));
 
         assert_eq!(evaluate("self.size() > 1", &json!("ab")), None);
-    }
-
-    #[test]
-    fn qualified_names() {
-        for ok in ["app", "cluster.x-k8s.io/cluster-name", "a_b.c-d"] {
-            assert!(qualified_name(ok), "{ok}");
-        }
-        for bad in ["", "-a", "a/", "/a", "Upper.case/x", &"x".repeat(64)] {
-            assert!(!qualified_name(bad), "{bad}");
-        }
     }
 }

@@ -54,8 +54,16 @@ fn the_development_variables_satisfy_the_quick_start_class() {
         .map(ToString::to_string)
         .collect();
     assert_eq!(found.len(), 3, "{found:#?}");
-    assert!(found[0].starts_with("spec.topology.variables[0].value: must be of type string"));
-    assert!(found[1].starts_with("spec.topology.variables[3].value.enforce: unsupported value"));
+    assert!(
+        found[0].starts_with("spec.topology.variables[0].value: Invalid value: \"integer\"")
+            && found[0].contains("must be of type string"),
+        "{found:#?}"
+    );
+    assert!(
+        found[1]
+            .starts_with("spec.topology.variables[3].value.enforce: Unsupported value: \"strict\""),
+        "{found:#?}"
+    );
     assert!(found[2].contains("\"lbImageRepository\" is not defined"));
     let mut missing = class.clone();
     missing["spec"]["variables"][0]["schema"]["openAPIV3Schema"]
@@ -114,7 +122,7 @@ fn quick_start_patches_select_its_templates_and_write_existing_fields() {
     assert_eq!(found.len(), 2, "{found:#?}");
     assert!(found[0].contains("no \"customImag\""), "{found:?}");
     assert!(
-        found[1].contains("extraVolumes[0].readOnly: must be of type boolean"),
+        found[1].contains("extraVolumes[0].readOnly in body must be of type boolean"),
         "{found:?}"
     );
 }
@@ -325,7 +333,8 @@ fn a_patch_that_cannot_apply_is_reported() {
         .err()
         .expect("the patch must fail");
     assert!(
-        err.contains("patch \"etcdImageTag\"") && err.contains("does not exist"),
+        err.contains("patch \"etcdImageTag\"")
+            && err.ends_with("/etcd/local/imageTag': path is invalid"),
         "{err}"
     );
 }

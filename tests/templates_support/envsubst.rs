@@ -14,7 +14,8 @@
 //! In plain text `$$` stands for `$` (so `$${VAR}` is the literal `${VAR}`), `\\` for `\` and `\/`
 //! for `/`; any other `$` is kept. The other bash forms drone/envsubst knows (`${#VAR}`, `${VAR^^}`,
 //! `${VAR/a/b}`, `${VAR:1:2}`, `${VAR:?x}`, ...) are outside what clusterctl documents and are
-//! reported as unsupported here, as is `${VAR-default}`, which clusterctl cannot parse.
+//! reported as unsupported here. Names are made of letters, digits, `_` and `-`, as drone/envsubst
+//! scans them, so `${VAR-default}` is the variable `VAR-default`, not a default.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -216,7 +217,7 @@ impl Parser<'_> {
         let start = self.pos - 2;
         let name_len = self
             .rest()
-            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
             .unwrap_or(self.rest().len());
         if name_len == 0 {
             return Err(match self.peek() {
@@ -362,11 +363,16 @@ mod tests {
                 "{text} must be unsupported"
             );
         }
-        for text in ["${A", "${}", "${A-x}", "${A:=x"] {
+        for text in ["${A", "${}", "${A:=x", "${A.b}"] {
             assert!(
                 matches!(render(text, &v), Err(SubstError::BadSubstitution { .. })),
                 "{text} must be a bad substitution"
             );
         }
+        assert_eq!(
+            render("${A-x}", &v).unwrap_err(),
+            SubstError::Missing(vec!["A-x".into()]),
+            "drone/envsubst reads A-x as one name"
+        );
     }
 }

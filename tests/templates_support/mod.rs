@@ -35,8 +35,8 @@ pub const DEMO: [(&str, &str); 5] = [
     ("WORKER_MACHINE_COUNT", "1"),
 ];
 
-/// The variables `clusterctl generate cluster` always sets from its arguments, with the README's
-/// wording of their default.
+/// The variables `clusterctl generate cluster` always sets from its arguments, with the book's
+/// wording of their default (`docs/src/clusterctl.md`).
 pub const FROM_CLUSTERCTL: [(&str, &str); 5] = [
     ("CLUSTER_NAME", "(required)"),
     ("NAMESPACE", "current namespace"),

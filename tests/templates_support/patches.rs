@@ -1,6 +1,7 @@
 //! What Cluster API's topology controller makes of a ClusterClass's inline patches for one Cluster:
 //! variable values (defaulted from their schemas), `builtin` values, `enabledIf`, selectors, and
-//! RFC 6902 `add`/`replace`/`remove` on each template the class references.
+//! RFC 6902 `add`/`replace`/`remove` (by the `json-patch` crate) on each template the class
+//! references.
 
 use serde_json::{Map, Value, json};
 
@@ -182,53 +183,24 @@ fn patch_value(json_patch: &Value, data: &Value) -> Result<Option<Value>, String
     Ok(None)
 }
 
-/// RFC 6902 `add`, `replace` and `remove` (the operations a ClusterClass allows).
-pub fn json_patch_op(
+/// One RFC 6902 operation of a ClusterClass patch, applied by the `json-patch` crate; a
+/// ClusterClass allows `add`, `replace` and `remove`.
+fn json_patch_op(
     doc: &mut Value,
     op: &str,
     path: &str,
     value: Option<Value>,
 ) -> Result<(), String> {
-    let (parent, last) = path
-        .rsplit_once('/')
-        .ok_or_else(|| format!("path {path:?} is not a JSON pointer"))?;
-    let key = last.replace("~1", "/").replace("~0", "~");
-    let target = doc
-        .pointer_mut(parent)
-        .ok_or_else(|| format!("{op} {path}: {parent:?} does not exist"))?;
-    let need = |v: Option<Value>| v.ok_or_else(|| format!("{op} {path} has no value"));
-    match target {
-        Value::Object(map) => match op {
-            "add" => {
-                map.insert(key, need(value)?);
-            }
-            "replace" if map.contains_key(&key) => {
-                map.insert(key, need(value)?);
-            }
-            "remove" if map.remove(&key).is_some() => {}
-            _ => return Err(format!("{op} {path}: {key:?} does not exist")),
-        },
-        Value::Array(items) => {
-            let index = if key == "-" && op == "add" {
-                items.len()
-            } else {
-                key.parse::<usize>()
-                    .map_err(|_| format!("{op} {path}: bad index"))?
-            };
-            match op {
-                "add" if index <= items.len() => items.insert(index, need(value)?),
-                "replace" if index < items.len() => items[index] = need(value)?,
-                "remove" if index < items.len() => {
-                    items.remove(index);
-                }
-                _ => return Err(format!("{op} {path}: index {index} out of range")),
-            }
-        }
-        _ => {
-            return Err(format!(
-                "{op} {path}: {parent:?} is not an object or a list"
-            ));
-        }
+    if !matches!(op, "add" | "replace" | "remove") {
+        return Err(format!(
+            "{op} {path}: a ClusterClass allows add, replace and remove"
+        ));
     }
-    Ok(())
+    let mut operation = json!({"op": op, "path": path});
+    if let Some(value) = value {
+        operation["value"] = value;
+    }
+    let operation: json_patch::PatchOperation =
+        serde_json::from_value(operation).map_err(|e| format!("{op} {path}: {e}"))?;
+    json_patch::patch(doc, &[operation]).map_err(|e| format!("{op} {path}: {e}"))
 }

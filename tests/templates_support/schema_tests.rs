@@ -26,46 +26,66 @@ fn types_nulls_and_int_or_string() {
     one(
         json!("3"),
         int.clone(),
-        "must be of type integer, not string",
+        "x in body must be of type integer: \"string\"",
     );
-    one(json!(1.5), int.clone(), "not number");
+    one(
+        json!(1.5),
+        int.clone(),
+        "must be of type integer: \"number\"",
+    );
     one(Value::Null, int, "null is not allowed");
     assert!(problems(Value::Null, json!({"type": "string", "nullable": true})).is_empty());
     let ios = json!({"x-kubernetes-int-or-string": true});
     assert!(problems(json!(1), ios.clone()).is_empty());
     assert!(problems(json!("10%"), ios.clone()).is_empty());
-    one(json!(true), ios, "integer or a string");
+    one(json!(true), ios, "must be of type integer,string");
 }
 
 #[test]
 fn strings_numbers_and_enums() {
     let s = json!({"type": "string", "minLength": 2, "maxLength": 3, "pattern": "^[a-z]+$"});
     assert!(problems(json!("abc"), s.clone()).is_empty());
-    one(json!("a"), s.clone(), "too short");
-    one(json!("abcd"), s.clone(), "too long");
-    one(json!("aB"), s, "does not match");
+    one(
+        json!("a"),
+        s.clone(),
+        "x in body should be at least 2 chars long",
+    );
+    one(
+        json!("abcd"),
+        s.clone(),
+        "Too long: may not be more than 3 bytes",
+    );
+    one(json!("aB"), s, "x in body should match '^[a-z]+$'");
     one(
         json!("now"),
         json!({"type": "string", "format": "date-time"}),
-        "date-time",
+        "x in body must be of type date-time",
     );
     let n = json!({"type": "integer", "minimum": 1, "maximum": 65535, "format": "int32"});
-    one(json!(0), n.clone(), "below the minimum");
-    one(json!(70000), n, "above the maximum");
+    one(
+        json!(0),
+        n.clone(),
+        "x in body should be greater than or equal to 1",
+    );
+    one(
+        json!(70000),
+        n,
+        "x in body should be less than or equal to 65535",
+    );
     one(
         json!(5_000_000_000_i64),
         json!({"type": "integer", "format": "int32"}),
-        "int32",
+        "Checked value must be of type integer with format int32 in x",
     );
     one(
         json!(7),
         json!({"type": "integer", "multipleOf": 2}),
-        "multiple",
+        "x in body should be a multiple of 2",
     );
     one(
         json!("x"),
         json!({"type": "string", "enum": ["a", "b"]}),
-        "unsupported value",
+        "Unsupported value: \"x\": supported values: \"a\", \"b\"",
     );
 }
 
@@ -94,58 +114,64 @@ fn objects_unknown_fields_required_and_defaults() {
         schema.clone(),
         "x.nmae: unknown field",
     );
-    one(
-        json!({"port": 1}),
-        schema.clone(),
-        "x.name: required field is missing",
-    );
+    one(json!({"port": 1}), schema.clone(), "x.name: Required value");
     one(
         json!({"name": "a", "labels": {"k": 1}}),
         schema.clone(),
-        "x.labels.k: must be of type string",
+        "x.labels.k in body must be of type string",
     );
     one(
         json!({}),
         json!({"type": "object", "minProperties": 1}),
-        "too few fields",
+        "x in body should have at least 1 properties",
     );
 }
 
 #[test]
 fn lists_sets_and_list_maps() {
     let l = json!({"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string"}});
-    one(json!([]), l.clone(), "too few items");
-    one(json!(["a", "b", "c"]), l.clone(), "too many items");
-    one(json!(["a", 1]), l, "x[1]: must be of type string");
+    one(
+        json!([]),
+        l.clone(),
+        "x in body should have at least 1 items",
+    );
+    one(
+        json!(["a", "b", "c"]),
+        l.clone(),
+        "Too many: 3: must have at most 2 items",
+    );
+    one(json!(["a", 1]), l, "x[1] in body must be of type string");
     one(
         json!(["a", "a"]),
         json!({"type": "array", "x-kubernetes-list-type": "set"}),
-        "x[1]: duplicate value",
+        "x[1]: Duplicate value: \"a\"",
     );
     let map = json!({
         "type": "array",
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["name"],
-        "items": {"type": "object", "properties": {"name": {"type": "string"}, "value": {"type": "string"}}}
+        "items": {"type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string"}, "value": {"type": "string"}}}
     });
     assert!(problems(json!([{"name": "a"}, {"name": "b"}]), map.clone()).is_empty());
     one(
         json!([{"name": "a"}, {"name": "a", "value": "x"}]),
         map.clone(),
-        "duplicate entry",
+        "x[1]: Duplicate value: map[string]interface {}{\"name\":\"a\"}",
     );
-    one(
-        json!([{"value": "x"}]),
-        map,
-        "list-map key field \"name\" is missing",
-    );
+    one(json!([{"value": "x"}]), map, "x[0].name: Required value");
 }
 
 #[test]
 fn combinators_cel_and_embedded_resources() {
     let any = json!({"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^[0-9]+%$"}]});
     assert!(problems(json!("5%"), any.clone()).is_empty());
-    one(json!("five"), any, "none of the anyOf");
+    one(json!("five"), any, "x in body must be of type anyOf");
+    one(
+        json!("x"),
+        json!({"type": "string", "not": {"enum": ["x"]}}),
+        "\"x\" must not validate the schema (not)",
+    );
     let unique = json!({"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}},
         "x-kubernetes-validations": [{"rule": "self.all(x, self.exists_one(y, x.name == y.name))", "message": "name must be unique"}]});
     one(
@@ -160,7 +186,7 @@ fn combinators_cel_and_embedded_resources() {
     one(
         json!({"kind": "Pod", "metadata": {"name": "p"}, "spec": {}}),
         embedded.clone(),
-        "x.apiVersion: required",
+        "x.apiVersion: Required value: must not be empty",
     );
     one(
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"nmae": "p"}}),
@@ -182,11 +208,12 @@ fn object_metadata() {
         .collect();
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(
-        found[0].starts_with("metadata.labels.k: \"not ok!\" is not a valid label value"),
+        found[0]
+            .starts_with("metadata.name: Invalid value: \"A_b\": a lowercase RFC 1123 subdomain"),
         "{found:?}"
     );
     assert!(
-        found[1].starts_with("metadata.name: \"A_b\" is not a valid name"),
+        found[1].starts_with("metadata.labels: Invalid value: \"not ok!\": a valid label"),
         "{found:?}"
     );
 }

@@ -70,7 +70,7 @@ pub fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause
             "type",
             format!(
                 "Invalid value: {}: field is immutable",
-                crate::schema::show_value(&new["type"])
+                crate::error::show_value(&new["type"])
             ),
         ));
     }

@@ -124,19 +124,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
             causes.push(cause("FieldValueInvalid", "spec.versions", "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have at least one version marked as served"));
         }
     }
-    for (index, version) in versions.iter().enumerate() {
-        let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
-        match &version["schema"]["openAPIV3Schema"] {
-            schema @ Value::Object(_) => {
-                causes.extend(crate::schema::validate_crd_schema(schema, &path));
-            }
-            _ => causes.push(cause(
-                "FieldValueRequired",
-                path,
-                "Required value: schemas are required",
-            )),
-        }
-    }
+    causes.extend(validate_schemas(&versions));
     if spec["conversion"]["strategy"] == json!("Webhook")
         && spec["conversion"]["webhook"]["clientConfig"].is_null()
     {
@@ -145,6 +133,37 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
             "spec.conversion.webhook.clientConfig",
             "Required value: required when strategy is set to Webhook",
         ));
+    }
+    causes
+}
+
+/// Every version needs a schema, and the schemas must be structural. When all versions have the
+/// same schema kube-apiserver checks it once, at `spec.validation` (see [`crate::schema::hoisted`]).
+fn validate_schemas(versions: &[Value]) -> Vec<Cause> {
+    let required = |index: usize| {
+        cause(
+            "FieldValueRequired",
+            format!("spec.versions[{index}].schema.openAPIV3Schema"),
+            "Required value: schemas are required",
+        )
+    };
+    if crate::schema::hoisted(versions) {
+        return match &versions[0]["schema"]["openAPIV3Schema"] {
+            schema @ Value::Object(_) => {
+                crate::schema::validate_crd_schema(schema, "spec.validation.openAPIV3Schema")
+            }
+            _ => (0..versions.len()).map(required).collect(),
+        };
+    }
+    let mut causes = Vec::new();
+    for (index, version) in versions.iter().enumerate() {
+        match &version["schema"]["openAPIV3Schema"] {
+            schema @ Value::Object(_) => {
+                let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
+                causes.extend(crate::schema::validate_crd_schema(schema, &path));
+            }
+            _ => causes.push(required(index)),
+        }
     }
     causes
 }

@@ -243,6 +243,15 @@ pub fn omit_empty(details: &Value) -> Value {
 /// Result of an API operation.
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// Formats a value the way `field.Error` prints it.
+pub fn show_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
 /// Builds a validation cause.
 pub fn cause(reason: &str, field: impl Into<String>, message: impl Into<String>) -> Cause {
     Cause {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::handlers::{DeleteOptions, Propagation, delete_object};
+use crate::deletion::{DeleteOptions, Propagation, delete_object};
 use crate::resources::{Representation, ResKey, ResourceDef};
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::store::{Store, object_key};
 
 /// Runs until shutdown, sweeping after every write and at `gc_interval`.
@@ -17,8 +17,8 @@ pub async fn run(shared: Arc<Shared>) {
     loop {
         tokio::select! {
             _ = shared.gc_wakeup.notified() => {}
-            _ = tokio::time::sleep(shared.options.gc_interval) => {}
-            _ = crate::server::until_shutdown(shutdown.clone()) => return,
+            _ = tokio::time::sleep(shared.gc_interval) => {}
+            _ = crate::state::until_shutdown(shutdown.clone()) => return,
         }
         let mut store = shared.store.lock().await;
         for _ in 0..1000 {

@@ -7,7 +7,7 @@
 pub mod builtin;
 pub mod convert;
 pub mod crd;
-mod discovery;
+mod deletion;
 pub mod error;
 pub mod faults;
 mod gc;
@@ -22,6 +22,7 @@ pub mod schema;
 pub mod selectors;
 pub mod server;
 pub mod ssa;
+mod state;
 pub mod store;
 pub mod table;
 pub mod tls;

@@ -165,12 +165,77 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             "Forbidden: not allowed on this type",
         ));
     }
+    labels_and_annotations(meta, "metadata", &mut causes);
+    causes
+}
+
+/// Validates the `metadata` of an embedded resource (`x-kubernetes-embedded-resource`) at
+/// `path`, as apiextensions-apiserver does: names are path segments and may be absent, a
+/// namespace is a DNS label, labels, annotations and owner references as at the root.
+pub fn validate_embedded_meta(meta: &Value, path: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let Some(fields) = meta.as_object() else {
+        causes.push(cause(
+            "FieldValueInvalid",
+            path,
+            format!(
+                "Invalid value: {}: expected a map, got {}",
+                crate::error::show_value(meta),
+                meta
+            ),
+        ));
+        return causes;
+    };
+    for (key, prefix) in [("name", false), ("generateName", true)] {
+        let value = fields.get(key).and_then(Value::as_str).unwrap_or_default();
+        for e in path_segment_errors(value, prefix) {
+            causes.push(cause(
+                "FieldValueInvalid",
+                format!("{path}.{key}"),
+                format!("Invalid value: {value:?}: {e}"),
+            ));
+        }
+    }
+    let namespace = meta["namespace"].as_str().unwrap_or_default();
+    if !namespace.is_empty() {
+        for e in dns_label_errors(namespace) {
+            causes.push(cause(
+                "FieldValueInvalid",
+                format!("{path}.namespace"),
+                format!("Invalid value: {namespace:?}: {e}"),
+            ));
+        }
+    }
+    labels_and_annotations(meta, path, &mut causes);
+    causes
+}
+
+/// `path.ValidatePathSegmentName`: what a name in a URL path may not be.
+fn path_segment_errors(name: &str, prefix: bool) -> Vec<String> {
+    let mut errs = Vec::new();
+    if !prefix {
+        for illegal in [".", ".."] {
+            if name == illegal {
+                errs.push(format!("may not be '{illegal}'"));
+            }
+        }
+    }
+    for illegal in ["/", "%"] {
+        if name.contains(illegal) {
+            errs.push(format!("may not contain '{illegal}'"));
+        }
+    }
+    errs
+}
+
+/// Label keys and values, owner references and annotation keys and size of `meta` at `path`.
+fn labels_and_annotations(meta: &Value, path: &str, causes: &mut Vec<Cause>) {
     if let Some(labels) = meta["labels"].as_object() {
         for (k, v) in labels {
             for e in qualified_name_errors(k) {
                 causes.push(cause(
                     "FieldValueInvalid",
-                    "metadata.labels",
+                    format!("{path}.labels"),
                     format!("Invalid value: {k:?}: {e}"),
                 ));
             }
@@ -185,13 +250,17 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             for e in errs {
                 causes.push(cause(
                     "FieldValueInvalid",
-                    "metadata.labels",
+                    format!("{path}.labels"),
                     format!("Invalid value: {v:?}: {e}"),
                 ));
             }
         }
     }
-    validate_owner_references(&meta["ownerReferences"], &mut causes);
+    validate_owner_references(
+        &meta["ownerReferences"],
+        &format!("{path}.ownerReferences"),
+        causes,
+    );
     if let Some(annotations) = meta["annotations"].as_object() {
         let total: usize = annotations
             .iter()
@@ -201,7 +270,7 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
             for e in qualified_name_errors(&k.to_lowercase()) {
                 causes.push(cause(
                     "FieldValueInvalid",
-                    "metadata.annotations",
+                    format!("{path}.annotations"),
                     format!("Invalid value: {k:?}: {e}"),
                 ));
             }
@@ -209,18 +278,16 @@ pub fn validate_meta(object: &Value, namespaced: bool, dns_label_names: bool) ->
         if total > 256 * 1024 {
             causes.push(cause(
                 "FieldValueTooLong",
-                "metadata.annotations",
+                format!("{path}.annotations"),
                 "Too long: may not be more than 262144 bytes",
             ));
         }
     }
-    causes
 }
 
 /// `ValidateOwnerReferences`: required fields and at most one controller.
-fn validate_owner_references(refs: &Value, causes: &mut Vec<Cause>) {
+fn validate_owner_references(refs: &Value, path: &str, causes: &mut Vec<Cause>) {
     let Some(refs) = refs.as_array() else { return };
-    let path = "metadata.ownerReferences";
     let mut controllers = Vec::new();
     for r in refs {
         let api_version = r["apiVersion"].as_str().unwrap_or_default();
@@ -288,7 +355,7 @@ pub fn validate_meta_update(old: &Value, new: &Value) -> Vec<Cause> {
                 format!("metadata.{f}"),
                 format!(
                     "Invalid value: {}: field is immutable",
-                    crate::schema::show_value(&nm[f])
+                    crate::error::show_value(&nm[f])
                 ),
             ));
         }
@@ -303,7 +370,7 @@ pub fn validate_meta_update(old: &Value, new: &Value) -> Vec<Cause> {
             .map(|a| {
                 a.iter()
                     .filter(|f| !old_f.contains(f))
-                    .map(|f| crate::schema::show_value(f).to_string())
+                    .map(|f| crate::error::show_value(f).to_string())
                     .collect()
             })
             .unwrap_or_default();

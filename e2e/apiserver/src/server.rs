@@ -1,4 +1,4 @@
-//! Starting and stopping a server, and the state its handlers share.
+//! Starting and stopping a server.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde_json::json;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::faults::{Fault, Faults, Hit};
 use crate::resources::builtins;
+use crate::state::Shared;
 use crate::store::Store;
 use crate::tls::{ServingCerts, TlsListener};
 
@@ -84,33 +86,6 @@ pub enum StartError {
     },
 }
 
-/// State shared by every handler.
-pub struct Shared {
-    /// Objects, history and served resources.
-    pub store: tokio::sync::Mutex<Store>,
-    /// Options the server started with.
-    pub options: Options,
-    /// Requests by `verb resource[/subresource]`.
-    pub counts: Mutex<BTreeMap<String, u64>>,
-    /// Wakes the garbage collector.
-    pub gc_wakeup: Notify,
-    /// Becomes true on shutdown; long requests (watches) end.
-    pub shutdown: watch::Receiver<bool>,
-    /// Injected faults ([`Handle::inject`]).
-    pub faults: Faults,
-    /// Bumped to end every open watch ([`Handle::drop_watches`], [`Handle::restart`]).
-    pub watch_epoch: watch::Sender<u64>,
-}
-
-impl Shared {
-    /// Counts one write request.
-    pub fn count(&self, key: String) {
-        if let Ok(mut counts) = self.counts.lock() {
-            *counts.entry(key).or_default() += 1;
-        }
-    }
-}
-
 /// Entry point of the library.
 pub struct TestApiServer;
 
@@ -133,14 +108,15 @@ impl TestApiServer {
         store.service_endpoints = options.service_endpoints.clone();
         let shared = Arc::new(Shared {
             store: tokio::sync::Mutex::new(store),
-            options: options.clone(),
+            bookmark_interval: options.bookmark_interval,
+            gc_interval: options.gc_interval,
             counts: Mutex::new(BTreeMap::new()),
             gc_wakeup: Notify::new(),
             shutdown: shutdown_rx.clone(),
             faults: Faults::default(),
             watch_epoch: watch::Sender::new(0),
         });
-        crate::handlers::seed(&shared).await;
+        seed(&shared).await;
         let tls = options
             .https
             .then(|| ServingCerts::generate(&options.extra_sans))
@@ -192,6 +168,27 @@ impl TestApiServer {
             gc: Some(gc),
         })
     }
+}
+
+/// Creates the namespaces every cluster starts with, then marks the server as started.
+async fn seed(shared: &Shared) {
+    let mut store = shared.store.lock().await;
+    let key = (String::new(), "namespaces".to_string());
+    let now = crate::meta::now();
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        store.put(
+            &key,
+            json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "uid": crate::meta::new_uid(), "creationTimestamp": now,
+                    "labels": {"kubernetes.io/metadata.name": name}},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }),
+        );
+    }
+    store.mark_started();
 }
 
 /// A running server; dropping it stops the server.
@@ -390,9 +387,4 @@ impl Drop for Handle {
             let _ = std::fs::remove_file(&self.kubeconfig_path);
         }
     }
-}
-
-/// Resolves once the server is shutting down.
-pub async fn until_shutdown(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
 }

@@ -1,12 +1,19 @@
-//! A minimal HTTPS client for conversion webhooks (HTTP/1.1, one request per connection).
+//! An HTTPS client for conversion webhooks on hyper's HTTP/1.1 client, one request per
+//! connection: hyper frames the answer (`Content-Length`, chunked), so a body cut short is an
+//! error, as it is for kube-apiserver's Go client.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http::header::{ACCEPT, CONNECTION, CONTENT_TYPE, HOST};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
 
 /// Failures of a webhook call.
 #[derive(Debug, thiserror::Error)]
@@ -17,18 +24,21 @@ pub enum WebhookError {
     /// The CA bundle holds no usable certificate.
     #[error("load webhook caBundle")]
     CaBundle,
-    /// Connecting, TLS or the exchange failed.
-    #[error("call webhook")]
+    /// Connecting or the TLS handshake failed.
+    #[error("connect to webhook")]
     Io(#[from] std::io::Error),
     /// TLS set-up failed.
     #[error("configure webhook tls")]
     Tls(#[from] rustls::Error),
+    /// The request could not be built.
+    #[error("build webhook request")]
+    Request(#[from] http::Error),
+    /// The HTTP exchange failed: refused, reset, malformed or cut short.
+    #[error("call webhook")]
+    Http(#[from] hyper::Error),
     /// No answer in time.
     #[error("call webhook: timed out")]
     Timeout,
-    /// The answer is not HTTP.
-    #[error("read webhook response: malformed http")]
-    Malformed,
 }
 
 struct Target {
@@ -105,116 +115,132 @@ async fn exchange(
     body: &[u8],
 ) -> Result<(u16, Vec<u8>), WebhookError> {
     let target = parse_url(url)?;
-    let tcp = TcpStream::connect((target.host.as_str(), target.port)).await?;
     let host_header = if target.host.contains(':') {
         format!("[{}]:{}", target.host, target.port)
     } else {
         format!("{}:{}", target.host, target.port)
     };
-    let mut request = format!(
-        "POST {} HTTP/1.1\r\nHost: {host_header}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        target.path,
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(body);
-    let mut response = Vec::new();
-    if target.tls {
-        let mut roots = rustls::RootCertStore::empty();
-        if let Some(pem) = ca_bundle {
-            for cert in CertificateDer::pem_slice_iter(pem).flatten() {
-                roots.add(cert)?;
-            }
-            if roots.is_empty() {
-                return Err(WebhookError::CaBundle);
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-        let name = ServerName::try_from(server_name.unwrap_or(&target.host).to_string())
-            .map_err(|_| WebhookError::Url(url.to_string()))?;
-        let mut stream = connector.connect(name, tcp).await?;
-        stream.write_all(&request).await?;
-        stream.flush().await?;
-        read_to_end_lenient(&mut stream, &mut response).await?;
-    } else {
-        let mut stream = tcp;
-        stream.write_all(&request).await?;
-        stream.read_to_end(&mut response).await?;
+    let request = http::Request::post(&target.path)
+        .header(HOST, host_header)
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "application/json")
+        .header(CONNECTION, "close")
+        .body(Full::new(Bytes::copy_from_slice(body)))?;
+    let tcp = TcpStream::connect((target.host.as_str(), target.port)).await?;
+    if !target.tls {
+        return send(tcp, request).await;
     }
-    parse_response(&response)
+    let mut roots = rustls::RootCertStore::empty();
+    if let Some(pem) = ca_bundle {
+        for cert in CertificateDer::pem_slice_iter(pem).flatten() {
+            roots.add(cert)?;
+        }
+        if roots.is_empty() {
+            return Err(WebhookError::CaBundle);
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let name = ServerName::try_from(server_name.unwrap_or(&target.host).to_string())
+        .map_err(|_| WebhookError::Url(url.to_string()))?;
+    let stream = connector.connect(name, tcp).await?;
+    send(stream, request).await
 }
 
-async fn read_to_end_lenient<S: tokio::io::AsyncRead + Unpin>(
-    stream: &mut S,
-    out: &mut Vec<u8>,
-) -> std::io::Result<()> {
-    match stream.read_to_end(out).await {
-        Ok(_) => Ok(()),
-        // Servers often close without close_notify; what arrived is complete thanks to Connection: close.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !out.is_empty() => Ok(()),
-        Err(e) => Err(e),
+/// Aborts the connection task when the call ends, in time or not.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
-fn parse_response(raw: &[u8]) -> Result<(u16, Vec<u8>), WebhookError> {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or(WebhookError::Malformed)?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let body = &raw[split + 4..];
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .ok_or(WebhookError::Malformed)?;
-    let chunked = lines.any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    if !chunked {
-        return Ok((status, body.to_vec()));
-    }
-    let mut out = Vec::new();
-    let mut rest = body;
-    loop {
-        let line_end = rest
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or(WebhookError::Malformed)?;
-        let size_text = String::from_utf8_lossy(&rest[..line_end]).to_string();
-        let size =
-            usize::from_str_radix(size_text.split(';').next().unwrap_or_default().trim(), 16)
-                .map_err(|_| WebhookError::Malformed)?;
-        rest = &rest[line_end + 2..];
-        if size == 0 {
-            break;
+/// Sends one request over `stream` and reads the whole answer.
+async fn send<S>(
+    stream: S,
+    request: http::Request<Full<Bytes>>,
+) -> Result<(u16, Vec<u8>), WebhookError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    let _connection = AbortOnDrop(tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "Webhook connection ended");
         }
-        if rest.len() < size {
-            return Err(WebhookError::Malformed);
-        }
-        out.extend_from_slice(&rest[..size]);
-        rest = rest.get(size + 2..).unwrap_or_default();
-    }
-    Ok((status, out))
+    }));
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, body.to_vec()))
 }
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
     use super::*;
 
-    #[test]
-    fn chunked_responses_are_reassembled() {
-        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-        let (code, body) = parse_response(raw).unwrap();
-        assert_eq!(code, 200);
-        assert_eq!(body, b"abcde");
+    /// A plain-HTTP server that answers one request with `answer` and closes the connection.
+    async fn answering(answer: &'static [u8]) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/convert", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !request.ends_with(b"{}") {
+                let n = conn.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..n]);
+            }
+            conn.write_all(answer).await.unwrap();
+        });
+        url
+    }
+
+    async fn post(url: &str) -> Result<(u16, Vec<u8>), WebhookError> {
+        post_json(url, None, None, b"{}", Duration::from_secs(5)).await
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_short_of_its_content_length_is_an_error() {
+        let url = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"response\":").await;
+        let err = post(&url).await.unwrap_err();
+        assert!(matches!(err, WebhookError::Http(_)), "{}", chain(&err));
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_inside_a_chunk_is_an_error() {
+        let url =
+            answering(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{\"resp").await;
+        assert!(matches!(post(&url).await, Err(WebhookError::Http(_))));
+    }
+
+    #[tokio::test]
+    async fn whole_answers_are_read_with_their_status() {
+        let url = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabcde").await;
+        assert_eq!(post(&url).await.unwrap(), (200, b"abcde".to_vec()));
+        let url = answering(
+            b"HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        )
+        .await;
+        assert_eq!(post(&url).await.unwrap(), (500, b"abcde".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_http_is_an_error() {
+        let url = answering(b"SSH-2.0-OpenSSH_9.6\r\n").await;
+        assert!(matches!(post(&url).await, Err(WebhookError::Http(_))));
     }
 
     #[test]

@@ -102,6 +102,11 @@ pub struct Env {
     pub(crate) manager: Option<Manager>,
     /// The manager image, when the manager runs as shipped ([`crate::shipped`]).
     pub(crate) shipped_image: Option<String>,
+    /// The kubeconfig the manager gets instead of the management API's own
+    /// ([`Env::give_manager_kubeconfig`]).
+    pub(crate) manager_kubeconfig: Option<PathBuf>,
+    /// The CA bundle mounted over the image's ([`Env::mount_ca_bundle`]).
+    pub(crate) ca_bundle: Option<PathBuf>,
     pub(crate) extra_args: Vec<String>,
     /// Environment variables of the manager process, on top of the suite's own.
     pub(crate) manager_env: Vec<(String, String)>,
@@ -164,6 +169,15 @@ impl Env {
         env
     }
 
+    /// As [`Env::scenario_as_shipped`], but the manager is not started: the scenario changes how
+    /// it runs first ([`Env::give_manager_kubeconfig`], [`Env::mount_ca_bundle`]), then calls
+    /// [`Env::start_manager`].
+    pub async fn scenario_as_shipped_without_manager(test: &str, image: &str) -> Env {
+        let management = Management::from_environment().await;
+        let isolate = management.is_existing();
+        Self::prepare(management, test, &[], Some(image.to_string()), isolate).await
+    }
+
     /// Sets up an environment on a management API and starts the manager binary.
     pub async fn launch(management: Management, test: &str, extra_args: &[&str]) -> Env {
         Self::launch_with(management, test, extra_args, None).await
@@ -221,6 +235,8 @@ impl Env {
             kinds: crate::core::InfraKinds::Docker,
             manager: None,
             shipped_image,
+            manager_kubeconfig: None,
+            ca_bundle: None,
             extra_args,
             manager_env: Vec::new(),
             metrics_port: None,

@@ -114,7 +114,7 @@ impl Env {
             .unwrap();
         Command::new(manager_binary())
             .args([
-                &format!("--kubeconfig={}", self.kubeconfig_path().display()),
+                &format!("--kubeconfig={}", self.manager_kubeconfig_path().display()),
                 &format!("--health-addr=127.0.0.1:{health_port}"),
                 "--diagnostics-address=0",
                 &format!("--docker-network={}", self.network),
@@ -143,7 +143,7 @@ impl Env {
         let run = ShippedRun {
             name: unique("capd-e2e-manager-"),
             image,
-            kubeconfig: self.kubeconfig_path(),
+            kubeconfig: self.manager_kubeconfig_path(),
             cert_dir,
             namespace: self.namespace.clone(),
             network: self.network.clone(),
@@ -154,6 +154,7 @@ impl Env {
             },
             unprivileged,
             extra_args: self.extra_args.clone(),
+            ca_bundle: self.ca_bundle.clone(),
         };
         let mut args = vec!["run".to_string()];
         args.extend(run.docker_run_args());
@@ -161,6 +162,44 @@ impl Env {
         let (ok, out) = docker(&args);
         assert!(ok, "docker run of the manager image failed: {out}");
         run.name
+    }
+
+    /// The kubeconfig the manager gets: [`Env::give_manager_kubeconfig`]'s, else the management
+    /// API's.
+    fn manager_kubeconfig_path(&self) -> PathBuf {
+        self.manager_kubeconfig
+            .clone()
+            .unwrap_or_else(|| self.kubeconfig_path())
+    }
+
+    /// Has the manager use the kubeconfig `yaml` from its next start instead of the management
+    /// API's own (the suite's clients keep using that one).
+    pub fn give_manager_kubeconfig(&mut self, yaml: &str) {
+        self.manager_kubeconfig = Some(self.write_manager_file("kubeconfig", yaml));
+    }
+
+    /// Has the manager's container find the CA bundle `pem` where the image ships its own
+    /// ([`crate::shipped::CA_BUNDLE`]), from its next start, as an operator mounting a bundle
+    /// over it would.
+    pub fn mount_ca_bundle(&mut self, pem: &str) {
+        assert!(
+            self.shipped_image.is_some(),
+            "only the manager as shipped has an image whose CA bundle a mount can replace"
+        );
+        self.ca_bundle = Some(self.write_manager_file("ca-certificates.crt", pem));
+    }
+
+    /// Writes `text` to `name` in a folder of the environment that a root without capabilities
+    /// (the manager as shipped) can read.
+    fn write_manager_file(&self, name: &str, text: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.log.with_file_name("manager-files");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        path
     }
 
     /// Stops the manager: SIGKILL when `crash`, else SIGTERM and a wait for its exit. A

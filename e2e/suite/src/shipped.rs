@@ -6,6 +6,10 @@
 //!
 //! `tests/components.rs` compares [`ShippedRun::docker_run_args`] with the rendered Deployment, so
 //! the two cannot drift apart unnoticed.
+//!
+//! The image ships Debian's CA bundle at [`CA_BUNDLE`] (issue 32): the manager reads it when its
+//! kubeconfig has no `certificate-authority-data`. [`ShippedRun::ca_bundle`] mounts another bundle
+//! over it, as an operator trusting a private CA would.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,6 +23,9 @@ pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 pub const WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 /// Where the lane mounts the management kubeconfig (a pod uses its service account instead).
 pub const KUBECONFIG: &str = "/etc/capd-e2e/kubeconfig";
+/// Where the image ships its CA bundle (`hack/image-build.sh`; the path of Debian's and of CAPD's
+/// distroless image, the first one the manager's TLS stack looks for).
+pub const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// The Deployment's `securityContext` as `docker run` options.
 pub const SECURITY_OPTIONS: [&str; 4] = [
@@ -68,6 +75,9 @@ pub struct ShippedRun {
     pub unprivileged: bool,
     /// Further manager flags (e.g. `--watch-filter` against an existing cluster).
     pub extra_args: Vec<String>,
+    /// A CA bundle on the host mounted read-only over the image's [`CA_BUNDLE`]; `None` runs
+    /// the image with the bundle it ships.
+    pub ca_bundle: Option<PathBuf>,
 }
 
 impl ShippedRun {
@@ -84,6 +94,9 @@ impl ShippedRun {
             format!("--volume={}:{WEBHOOK_CERT_DIR}:ro", self.cert_dir.display()),
             format!("--volume={}:{KUBECONFIG}:ro", self.kubeconfig.display()),
         ]);
+        if let Some(bundle) = &self.ca_bundle {
+            args.push(format!("--volume={}:{CA_BUNDLE}:ro", bundle.display()));
+        }
         let unprivileged = if self.unprivileged { "true" } else { "false" };
         for (name, value) in [
             ("POD_NAMESPACE", self.namespace.as_str()),
@@ -159,4 +172,70 @@ pub fn write_serving_certificate(dir: &Path) {
         std::fs::write(&path, pem).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
+}
+
+/// The CA bundle `image` ships at [`CA_BUNDLE`], as text (copied out of a container created from
+/// the image, never started).
+pub fn shipped_ca_bundle(image: &str) -> String {
+    let (created, container) = crate::docker::docker(&["create", image]);
+    assert!(created, "docker create {image} failed");
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("ca-certificates.crt");
+    let source = format!("{container}:{CA_BUNDLE}");
+    let (copied, _) = crate::docker::docker(&["cp", &source, &copy.display().to_string()]);
+    crate::docker::docker(&["rm", &container]);
+    assert!(copied, "{image} has no {CA_BUNDLE}");
+    std::fs::read_to_string(copy).unwrap()
+}
+
+/// The certificates of a PEM bundle, DER-encoded; panics on a block that is not one.
+pub fn pem_certificates(pem: &str) -> Vec<Vec<u8>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .map(|c| c.unwrap().to_vec())
+        .collect()
+}
+
+/// How a kubeconfig without CA data lets the manager trust the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// `insecure-skip-tls-verify: true`: no verification.
+    SkipVerification,
+    /// The system roots: for the image, its CA bundle.
+    SystemRoots,
+}
+
+/// `kubeconfig` (YAML) with its current cluster's `certificate-authority(-data)` removed, as a
+/// kubeconfig of a hosted cluster signed by a public CA has none, and with
+/// `insecure-skip-tls-verify: true` when `trust` says so. Returns the new kubeconfig and the CA it
+/// held (PEM).
+pub fn without_ca_data(kubeconfig: &str, trust: Trust) -> (String, String) {
+    use base64::Engine;
+    let mut config = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
+    let context = config.current_context.clone().expect("a current context");
+    let cluster_name = config
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone())
+        .expect("the current context names a cluster");
+    let cluster = config
+        .clusters
+        .iter_mut()
+        .find(|c| c.name == cluster_name)
+        .and_then(|c| c.cluster.as_mut())
+        .expect("the current context's cluster");
+    let data = cluster
+        .certificate_authority_data
+        .take()
+        .expect("the management kubeconfig embeds its CA (certificate-authority-data)");
+    cluster.certificate_authority = None;
+    cluster.insecure_skip_tls_verify = (trust == Trust::SkipVerification).then_some(true);
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .unwrap();
+    let text = serde_saphyr::to_string(&config).unwrap();
+    (text, String::from_utf8(ca).unwrap())
 }

@@ -260,3 +260,110 @@ fn malformed_reviews_get_http_400() {
         assert!(message.contains(fragment), "case {case:?}: {message}");
     }
 }
+
+/// The bytes `/convert` answers (success, failure and an unreadable body), pinned: a change of the
+/// review types (such as kube's, below) must not change them.
+#[test]
+fn the_wire_output_is_unchanged_byte_for_byte() {
+    let object = v1beta2(
+        "DockerMachine",
+        "m1",
+        json!({"customImage": "kindest/node:v1.31.0"}),
+    );
+    let cases = [
+        (
+            review(&conversion_review(V1BETA2, std::slice::from_ref(&object))),
+            200,
+            r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":{"uid":"0f1e2d3c-0000-4000-8000-00000000c0de","convertedObjects":[{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"DockerMachine","metadata":{"name":"m1","namespace":"ns","uid":"6d1c4b2e-0000-4000-8000-000000000001"},"spec":{"customImage":"kindest/node:v1.31.0"}}],"result":{"apiVersion":"v1","kind":"Status","metadata":{},"status":"Success"}}}"#,
+        ),
+        (
+            review(&conversion_review(
+                "infrastructure.cluster.x-k8s.io/v1alpha4",
+                std::slice::from_ref(&object),
+            )),
+            200,
+            r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":{"uid":"0f1e2d3c-0000-4000-8000-00000000c0de","convertedObjects":[],"result":{"apiVersion":"v1","kind":"Status","message":"failed to convert object 0 (DockerMachine ns/m1) to infrastructure.cluster.x-k8s.io/v1alpha4: cannot convert DockerMachine to or from version v1alpha4: not served","metadata":{},"status":"Failure"}}}"#,
+        ),
+        (
+            review(b"["),
+            400,
+            r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":{"uid":"","convertedObjects":[],"result":{"apiVersion":"v1","kind":"Status","message":"failed to decode the ConversionReview: EOF while parsing a list at line 1 column 1","metadata":{},"status":"Failure"}}}"#,
+        ),
+    ];
+    for (reply, status, expected) in cases {
+        assert_eq!(reply.status, status, "{expected}");
+        assert_eq!(String::from_utf8_lossy(&reply.body), expected);
+    }
+}
+
+/// kube's ConversionReview types against ours, in both directions: kube reads the API server's
+/// review and our answer as we do, but kube's own answer to the same review is not the same JSON
+/// (its `Status` has no `apiVersion`, `kind` or `metadata`), and it refuses malformed reviews with
+/// other messages: the wire output would change, so the types stay ours.
+#[test]
+fn kube_conversion_types_read_our_answer_but_would_write_another() {
+    use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+
+    let objects = hub_objects();
+    let body = conversion_review(V1BETA1, &objects);
+    let (status, ours) = decode(review(&body));
+    assert_eq!(status, 200, "{ours}");
+
+    // Our answer, read with kube's types.
+    let read: ConversionReview = serde_json::from_value(ours.clone()).unwrap();
+    assert_eq!(read.types.api_version, "apiextensions.k8s.io/v1");
+    assert_eq!(read.types.kind, "ConversionReview");
+    let response = read.response.expect("a response");
+    assert_eq!(response.uid, UID);
+    assert!(response.result.is_success(), "{ours}");
+    assert_eq!(
+        response.converted_objects,
+        ours["response"]["convertedObjects"]
+            .as_array()
+            .unwrap()
+            .clone()
+    );
+
+    // kube's answer to the same request, with the same converted objects.
+    let request: ConversionReview = serde_json::from_slice(&body).unwrap();
+    let request = ConversionRequest::from_review(request).unwrap();
+    assert_eq!(request.objects, objects);
+    let theirs = ConversionResponse::for_request(request)
+        .success(response.converted_objects)
+        .into_review();
+    let theirs = serde_json::to_value(theirs).unwrap();
+    let mut ours_without_status_type = ours.clone();
+    let result = ours_without_status_type["response"]["result"]
+        .as_object_mut()
+        .unwrap();
+    for key in ["apiVersion", "kind", "metadata"] {
+        assert!(result.remove(key).is_some(), "{key} in our result");
+    }
+    assert_eq!(
+        theirs, ours_without_status_type,
+        "kube's answer differs from ours only by result.apiVersion, .kind and .metadata"
+    );
+    assert_ne!(theirs, ours);
+
+    // Malformed reviews: the messages a client would see differ.
+    for (body, ours_says, kube_says) in [
+        (
+            &b"["[..],
+            "EOF while parsing a list",
+            "invalid type: sequence, expected struct ConversionReview",
+        ),
+        (
+            br#"{"request":{"uid":"x","desiredAPIVersion":"v","objects":[]}}"#,
+            "unsupported review /",
+            "missing field `apiVersion`",
+        ),
+    ] {
+        let (_, reply) = decode(review(body));
+        let message = reply["response"]["result"]["message"].as_str().unwrap();
+        assert!(message.contains(ours_says), "{message}");
+        let kube_error = serde_json::from_slice::<ConversionReview>(body)
+            .unwrap_err()
+            .to_string();
+        assert!(kube_error.contains(kube_says), "{kube_error}");
+    }
+}

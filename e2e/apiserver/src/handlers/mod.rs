@@ -1,6 +1,10 @@
-//! HTTP routing: discovery paths, resource paths, verbs and query parameters.
+//! HTTP routing: discovery paths, resource paths, verbs and query parameters, in this one place.
+//! The handlers (`discovery`, `read`, `watch`, `write`, `delete`) share what is in `common` (and
+//! the writes `prepare`) and do not import each other.
 
+mod common;
 mod delete;
+mod discovery;
 mod prepare;
 mod read;
 mod watch;
@@ -11,109 +15,17 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::{HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
-use crate::resources::ResourceDef;
-use crate::server::Shared;
-
-pub use delete::{DeleteOptions, Propagation, delete_object};
-pub use prepare::seed;
+use crate::state::Shared;
+use common::Req;
 
 /// The router serving every path.
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new().fallback(dispatch).with_state(shared)
-}
-
-/// A parsed resource request.
-#[derive(Debug, Clone)]
-pub struct Req {
-    /// The resource.
-    pub def: ResourceDef,
-    /// Requested version.
-    pub version: String,
-    /// Namespace from the path.
-    pub namespace: Option<String>,
-    /// Object name from the path.
-    pub name: Option<String>,
-    /// Subresource from the path (`status`).
-    pub subresource: Option<String>,
-    /// Query parameters.
-    pub query: HashMap<String, String>,
-    /// User-Agent header.
-    pub user_agent: String,
-    /// Content-Type header.
-    pub content_type: String,
-    /// Whether the legacy `/watch/` prefix was used.
-    pub watch_prefix: bool,
-    /// Whether a Table was asked for (`Accept: ...;as=Table`), and what rows carry.
-    pub table: Option<crate::table::Include>,
-    /// Whether only metadata was asked for (`Accept: ...;as=PartialObjectMetadata[List]`).
-    pub partial: bool,
-}
-
-impl Req {
-    /// A query parameter.
-    pub fn param(&self, key: &str) -> Option<&str> {
-        self.query
-            .get(key)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    }
-
-    /// A boolean query parameter (`true`/`1`).
-    pub fn flag(&self, key: &str) -> bool {
-        matches!(self.param(key), Some("true" | "1"))
-    }
-
-    /// Whether `dryRun=All` was asked; other values are rejected.
-    pub fn dry_run(&self) -> ApiResult<bool> {
-        match self.param("dryRun") {
-            None => Ok(false),
-            Some("All") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "Invalid dryRun value: {other:?}; only \"All\" is supported"
-            ))),
-        }
-    }
-
-    /// The field manager: the `fieldManager` parameter, else the User-Agent up to its first `/`.
-    pub fn field_manager(&self) -> String {
-        if let Some(m) = self.param("fieldManager") {
-            return m.to_string();
-        }
-        let prefix = self.user_agent.split('/').next().unwrap_or_default();
-        let prefix: String = prefix.chars().take(128).collect();
-        if prefix.is_empty() {
-            "unknown".into()
-        } else {
-            prefix
-        }
-    }
-
-    /// The apiVersion of the request.
-    pub fn api_version(&self) -> String {
-        self.def.api_version(&self.version)
-    }
-
-    /// The namespace, or "" for cluster-scoped resources.
-    pub fn ns(&self) -> String {
-        self.namespace.clone().unwrap_or_default()
-    }
-
-    /// `resource[.group][/subresource]` for counters.
-    fn counter_name(&self) -> String {
-        let mut s = self.def.plural.clone();
-        if !self.def.group.is_empty() {
-            s = format!("{s}.{}", self.def.group);
-        }
-        if let Some(sub) = &self.subresource {
-            s = format!("{s}/{sub}");
-        }
-        s
-    }
 }
 
 fn percent_decode(s: &str, plus_is_space: bool) -> String {
@@ -150,18 +62,6 @@ fn parse_query(q: Option<&str>) -> HashMap<String, String> {
             (percent_decode(k, true), percent_decode(v, true))
         })
         .collect()
-}
-
-/// JSON response with kube-apiserver's usual headers.
-pub fn json_response(code: StatusCode, body: &Value) -> Response {
-    let mut resp = (code, body.to_string()).into_response();
-    let headers = resp.headers_mut();
-    headers.insert("content-type", HeaderValue::from_static("application/json"));
-    headers.insert(
-        "cache-control",
-        HeaderValue::from_static("no-cache, private"),
-    );
-    resp
 }
 
 async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -201,7 +101,7 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         ));
     }
     if parts.method == Method::GET
-        && let Some(resp) = crate::discovery::serve(shared, &seg, &parts.headers).await
+        && let Some(resp) = discovery::serve(shared, &seg, &parts.headers).await
     {
         return Ok(resp);
     }
@@ -336,37 +236,4 @@ fn header(headers: &axum::http::HeaderMap, name: &str) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string()
-}
-
-/// Decodes a JSON request body into an object.
-pub fn decode_object(body: &[u8]) -> ApiResult<Value> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-    })?;
-    if !value.is_object() {
-        return Err(ApiError::bad_request(
-            "couldn't get version/kind; json parse error: expected an object",
-        ));
-    }
-    Ok(value)
-}
-
-/// The PartialObjectMetadata view of an object.
-pub fn partial(object: &Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": object["metadata"],
-    })
-}
-
-/// The `Status` of a successful delete.
-pub fn success_status(def: &ResourceDef, name: &str, uid: &Value) -> Value {
-    json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "details": crate::error::omit_empty(&json!({"name": name, "group": def.group, "kind": def.plural, "uid": uid})),
-    })
 }

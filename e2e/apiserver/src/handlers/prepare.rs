@@ -4,34 +4,12 @@
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::Req;
+use super::common::Req;
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta;
 use crate::resources::ResourceDef;
-use crate::server::Shared;
 use crate::ssa::Reset;
 use crate::store::Store;
-
-/// Creates the namespaces every cluster starts with, then marks the server as started.
-pub async fn seed(shared: &Shared) {
-    let mut store = shared.store.lock().await;
-    let key = (String::new(), "namespaces".to_string());
-    let now = meta::now();
-    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        store.put(
-            &key,
-            json!({
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": name, "uid": meta::new_uid(), "creationTimestamp": now,
-                    "labels": {"kubernetes.io/metadata.name": name}},
-                "spec": {"finalizers": ["kubernetes"]},
-                "status": {"phase": "Active"},
-            }),
-        );
-    }
-    store.mark_started();
-}
 
 /// Checks and fills `apiVersion` and `kind` of a request body.
 pub(super) fn check_type(req: &Req, object: &mut Value) -> ApiResult<()> {

@@ -8,21 +8,11 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use super::{Req, json_response};
+use super::common::{Req, Selectors, json_response, partial, served};
 use crate::convert::to_served;
 use crate::error::{ApiError, ApiResult};
-use crate::resources::ResourceDef;
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::store::object_key;
-
-/// Converts one stored object to the served version.
-pub async fn served(def: &ResourceDef, stored: &Value, version: &str) -> ApiResult<Value> {
-    to_served(def, vec![stored.clone()], version)
-        .await?
-        .pop()
-        .ok_or_else(|| ApiError::internal("conversion returned no object"))
-}
 
 /// GET of one object (or its status).
 pub async fn get(shared: &Shared, req: &Req) -> ApiResult<Response> {
@@ -40,50 +30,9 @@ pub async fn get(shared: &Shared, req: &Req) -> ApiResult<Response> {
         return Ok(json_response(StatusCode::OK, &table));
     }
     if req.partial {
-        return Ok(json_response(StatusCode::OK, &super::partial(&object)));
+        return Ok(json_response(StatusCode::OK, &partial(&object)));
     }
     Ok(json_response(StatusCode::OK, &object))
-}
-
-/// Selectors of a list or watch request.
-pub struct Selectors {
-    /// Label selector.
-    pub labels: LabelSelector,
-    /// Field selector.
-    pub fields: FieldSelector,
-}
-
-impl Selectors {
-    /// Parses `labelSelector` and `fieldSelector`.
-    pub fn parse(req: &Req) -> ApiResult<Self> {
-        let mut extra: Vec<String> = req
-            .def
-            .field_selectors
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        if let Some(v) = req.def.version(&req.version) {
-            extra.extend(
-                v.selectable_fields
-                    .iter()
-                    .map(|f| f.trim_start_matches('.').to_string()),
-            );
-        }
-        Ok(Selectors {
-            labels: LabelSelector::parse(req.param("labelSelector").unwrap_or_default())?,
-            fields: FieldSelector::parse(req.param("fieldSelector").unwrap_or_default(), &extra)?,
-        })
-    }
-
-    /// Whether a stored object matches.
-    pub fn matches(&self, object: &Value) -> bool {
-        self.labels.matches(object) && self.fields.matches(object)
-    }
-
-    /// Whether any selector is set.
-    pub fn any(&self) -> bool {
-        !self.labels.is_empty() || !self.fields.is_empty()
-    }
 }
 
 fn continue_token(rv: u64, start: &str) -> String {
@@ -203,7 +152,7 @@ pub async fn list(shared: &Shared, req: &Req) -> ApiResult<Response> {
             "kind": "PartialObjectMetadataList",
             "apiVersion": "meta.k8s.io/v1",
             "metadata": metadata,
-            "items": items.iter().map(super::partial).collect::<Vec<_>>(),
+            "items": items.iter().map(partial).collect::<Vec<_>>(),
         });
         return Ok(json_response(StatusCode::OK, &list));
     }

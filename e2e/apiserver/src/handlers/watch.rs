@@ -10,10 +10,9 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::Req;
-use super::read::{Selectors, served};
+use super::common::{Req, Selectors, partial, served};
 use crate::error::{ApiError, ApiResult};
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::store::{EventType, StoreEvent};
 
 type Tx = mpsc::Sender<Result<Bytes, Infallible>>;
@@ -81,7 +80,7 @@ impl Watch {
                     headers,
                 )
             }
-            None if self.req.partial => super::partial(&object),
+            None if self.req.partial => partial(&object),
             None => object,
         };
         send_line(tx, &json!({"type": kind, "object": object})).await
@@ -187,7 +186,7 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
         sent_headers: false,
     };
     let shared = shared.clone();
-    let bookmark_every = shared.options.bookmark_interval;
+    let bookmark_every = shared.bookmark_interval;
     let mut dropped = shared.watch_epoch.subscribe();
     tokio::spawn(async move {
         if let Some(err) = expired {
@@ -235,7 +234,7 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
                     }
                 }
                 _ = &mut deadline => return,
-                _ = crate::server::until_shutdown(shutdown.clone()) => return,
+                _ = crate::state::until_shutdown(shutdown.clone()) => return,
                 // Handle::drop_watches, or a restart: the stream ends as a dropped connection would.
                 _ = dropped.changed() => return,
                 _ = tx.closed() => return,

@@ -5,21 +5,18 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::common::{Req, after_write, decode_object, json_response, served};
 use super::prepare::{
     check_identity, check_type, ensure_namespace, field_validation, prepare_create, prepare_update,
     reset_for, structural, validate, with_warnings, zero,
 };
-use super::read::served;
-use super::{Req, decode_object, json_response};
 use crate::convert::to_storage;
 use crate::error::{ApiError, ApiResult, cause};
 use crate::meta;
 use crate::patch::{PatchType, apply_patch};
-use crate::resources::ResourceDef;
-use crate::server::Shared;
 use crate::ssa::fieldset::Schema;
 use crate::ssa::{Tracking, track_apply, track_update};
-use crate::store::Store;
+use crate::state::Shared;
 
 /// What a write request carries.
 enum Op {
@@ -308,11 +305,4 @@ fn resource_version_matches(asked: &Value, live: &Value) -> bool {
         .as_str()
         .unwrap_or_default();
     asked.is_empty() || Some(asked) == live["metadata"]["resourceVersion"].as_str()
-}
-
-/// Follow-ups of a write: CRD changes update what is served.
-pub fn after_write(store: &mut Store, def: &ResourceDef) {
-    if def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions" {
-        crate::crd::sync(store);
-    }
 }

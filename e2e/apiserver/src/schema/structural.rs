@@ -4,8 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::show_value;
-use crate::error::{Cause, cause};
+use crate::error::{Cause, cause, show_value};
 
 type Schema = Map<String, Value>;
 
@@ -19,7 +18,8 @@ enum Level {
     Field,
 }
 
-/// Checks one version's schema; `path` is `spec.versions[i].schema.openAPIV3Schema`. The
+/// Checks one schema; `path` is `spec.versions[i].schema.openAPIV3Schema`, or
+/// `spec.validation.openAPIV3Schema` when every version has this one. The
 /// structural errors are sorted by their text, as kube-apiserver sorts them.
 pub fn validate_crd_schema(schema: &Value, path: &str) -> Vec<Cause> {
     let Some(schema) = schema.as_object() else {

@@ -168,6 +168,37 @@ async fn unknown_fields_are_pruned_and_defaults_applied() {
 }
 
 #[tokio::test]
+async fn embedded_resources_need_a_kind_and_valid_metadata() {
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let api = widgets(&client);
+    let w = widget(
+        "e",
+        json!({"size": 1, "template": {"apiVersion": "v1", "metadata": {"name": "a/b",
+            "labels": {"ok": "not ok!"}}}}),
+    );
+    let err = status(api.create(&PostParams::default(), &w).await.unwrap_err());
+    assert_eq!(err.code, 422, "{}", err.message);
+    let causes: Vec<String> = err
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    for expected in [
+        "spec.template.kind: Required value: must not be empty",
+        "spec.template.metadata.name: Invalid value: \"a/b\": may not contain '/'",
+        "spec.template.metadata.labels: Invalid value: \"not ok!\": a valid label must be",
+    ] {
+        assert!(
+            causes.iter().any(|c| c.starts_with(expected)),
+            "{expected}\nmissing from {causes:#?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn invalid_objects_get_422_with_causes() {
     let (_h, client) = start().await;
     install_widgets(&client).await;
@@ -422,6 +453,57 @@ fn gadget_crd(schema: Value) -> Value {
     })
 }
 
+#[tokio::test]
+async fn a_schema_every_version_shares_is_reported_once_at_spec_validation() {
+    let (_h, client) = start().await;
+    let untyped = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"x": {"description": "no type"}}}}});
+    let with_version = |schema: Value, other: Value| {
+        let mut crd = gadget_crd(schema);
+        crd["spec"]["versions"].as_array_mut().unwrap().push(json!({
+            "name": "v1beta1", "served": true, "storage": false,
+            "schema": {"openAPIV3Schema": other}
+        }));
+        crd
+    };
+    let missing_type =
+        "FieldValueRequired: Required value: must not be empty for specified object fields";
+
+    // The same schema on both versions, once with fields at their zero value (which the Go types
+    // cannot tell from absent): kube-apiserver checks it once, at spec.validation.
+    let mut zeros = untyped.clone();
+    zeros["required"] = json!([]);
+    zeros["description"] = json!("");
+    let (_, causes) = refused_crd(&client, with_version(untyped.clone(), zeros)).await;
+    assert_eq!(
+        causes,
+        vec![(
+            "spec.validation.openAPIV3Schema.properties[spec].properties[x].type".to_string(),
+            missing_type.to_string()
+        )]
+    );
+
+    // Schemas that differ are checked per version.
+    let mut other = untyped.clone();
+    other["properties"]["status"] = json!({"type": "object"});
+    let (_, causes) = refused_crd(&client, with_version(untyped, other)).await;
+    assert_eq!(
+        causes,
+        vec![
+            (
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[x].type"
+                    .to_string(),
+                missing_type.to_string()
+            ),
+            (
+                "spec.versions[1].schema.openAPIV3Schema.properties[spec].properties[x].type"
+                    .to_string(),
+                missing_type.to_string()
+            ),
+        ]
+    );
+}
+
 /// Creates a CRD that must be refused; returns its message and causes as `field: message`.
 async fn refused_crd(client: &kube::Client, crd: Value) -> (String, Vec<(String, String)>) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -447,7 +529,8 @@ async fn refused_crd(client: &kube::Client, crd: Value) -> (String, Vec<(String,
 #[tokio::test]
 async fn non_structural_schemas_are_refused_with_kube_causes() {
     let (_h, client) = start().await;
-    let root = "spec.versions[0].schema.openAPIV3Schema";
+    // One version: kube-apiserver's internal CRD type holds its schema at spec.validation.
+    let root = "spec.validation.openAPIV3Schema";
 
     // The classic: a property with anyOf and no type.
     let (message, causes) = refused_crd(

@@ -187,7 +187,10 @@ async fn a_struct_field_an_applier_drops_disappears_whole() {
     api.patch(
         "s",
         &PatchParams::apply("alice"),
-        &Patch::Apply(body(json!({"size": 1, "template": {"a": 1, "b": 2}}))),
+        // An embedded resource needs its apiVersion and kind, as kube-apiserver demands.
+        &Patch::Apply(body(
+            json!({"size": 1, "template": {"apiVersion": "v1", "kind": "ConfigMap", "a": 1}}),
+        )),
     )
     .await
     .unwrap();

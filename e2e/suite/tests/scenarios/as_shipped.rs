@@ -3,10 +3,16 @@
 //! escalation, uid 0, the socket, certificate and kubeconfig mounts). Quick start with
 //! `preLoadImages`, pause, then deletion. Set `CAPD_E2E_MANAGER_IMAGE` (hack/test.sh does); without
 //! it the scenario is skipped with a message, or fails when `CI=true`.
+//!
+//! Then the CA roots of the image (issue 32): a kubeconfig without CA data, once with
+//! `insecure-skip-tls-verify: true`, once trusting the API server through the CA bundle at the
+//! path the image ships it.
 
 use std::time::Duration;
 
-use capd_e2e::shipped::image_from_environment;
+use capd_e2e::shipped::{
+    CA_BUNDLE, Trust, image_from_environment, pem_certificates, shipped_ca_bundle, without_ca_data,
+};
 use capd_e2e::*;
 use serde_json::json;
 
@@ -162,4 +168,107 @@ async fn the_shipped_image_runs_quick_start_with_preloaded_images_pause_and_dele
         !log.contains("read-only file system") && !log.contains("Read-only file system"),
         "the manager tried to write to its root file system:\n{log}"
     );
+}
+
+/// What the manager logs when it finds no root at all (the image before it shipped a bundle).
+const NO_ROOTS: &str = "No CA certificates were loaded from the system";
+
+/// A kubeconfig without `certificate-authority-data` and with `insecure-skip-tls-verify: true`:
+/// the manager as shipped starts and gets ready. Before the image carried a CA bundle it exited
+/// at once, because kube builds its system-roots verifier even when verification is off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_image_runs_with_a_kubeconfig_that_skips_tls_verification() {
+    let Some(image) = image_from_environment() else {
+        return;
+    };
+    let mut env = Env::scenario_as_shipped_without_manager("shipped-insecure", &image).await;
+    let management = std::fs::read_to_string(env.kubeconfig_path()).unwrap();
+    let (kubeconfig, _) = without_ca_data(&management, Trust::SkipVerification);
+    assert!(
+        !kubeconfig.contains("certificate-authority")
+            && kubeconfig.contains("insecure-skip-tls-verify"),
+        "{kubeconfig}"
+    );
+    env.give_manager_kubeconfig(&kubeconfig);
+    env.start_manager();
+    env.wait_ready().await;
+    let log = env.manager_log();
+    assert!(!log.contains(NO_ROOTS), "{log}");
+    assert!(
+        log.contains("Kubernetes API server is reachable"),
+        "the manager talked to the API server:\n{log}"
+    );
+}
+
+/// A kubeconfig without CA data, verifying the server: the manager as shipped trusts exactly the
+/// roots at the path where the image ships its bundle. The image's own bundle (Debian's public
+/// roots) does not hold the test API server's CA, so the manager refuses the server's certificate
+/// (and does not fail for want of roots); with the same bundle plus that CA mounted at the same
+/// path, as an operator trusting a private CA would, it gets ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_image_trusts_the_server_through_the_ca_bundle_where_it_ships_it() {
+    let Some(image) = image_from_environment() else {
+        return;
+    };
+    let mut env = Env::scenario_as_shipped_without_manager("shipped-roots", &image).await;
+    let management = std::fs::read_to_string(env.kubeconfig_path()).unwrap();
+    let (kubeconfig, server_ca) = without_ca_data(&management, Trust::SystemRoots);
+    assert!(
+        !kubeconfig.contains("certificate-authority"),
+        "{kubeconfig}"
+    );
+    assert!(
+        !kubeconfig.contains("insecure-skip-tls-verify"),
+        "{kubeconfig}"
+    );
+
+    // What the image ships: Debian's public roots, every one a certificate, none of them the
+    // server's CA, and nothing of this host's own trust store.
+    let shipped = shipped_ca_bundle(&image);
+    let roots = pem_certificates(&shipped);
+    assert!(
+        roots.len() >= 100,
+        "{CA_BUNDLE} holds {} certificates",
+        roots.len()
+    );
+    let server_ca_der = pem_certificates(&server_ca);
+    assert_eq!(server_ca_der.len(), 1);
+    assert!(!roots.contains(&server_ca_der[0]));
+    let host_additions = std::fs::read_dir("/usr/local/share/ca-certificates")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path()).ok());
+    for pem in host_additions {
+        for certificate in pem_certificates(&pem) {
+            assert!(
+                !roots.contains(&certificate),
+                "the image ships a CA this host added to its own trust store"
+            );
+        }
+    }
+
+    // As shipped: the server's certificate chains to no shipped root.
+    env.give_manager_kubeconfig(&kubeconfig);
+    env.start_manager();
+    let log = eventually(
+        Duration::from_secs(60),
+        "the manager to refuse the server's certificate",
+        || async {
+            let log = env.manager_log();
+            log.contains("Manager failed").then_some(log)
+        },
+    )
+    .await;
+    assert!(log.contains("UnknownIssuer"), "{log}");
+    assert!(
+        !log.contains(NO_ROOTS),
+        "the shipped bundle was not read:\n{log}"
+    );
+    env.stop_manager(false);
+
+    // The shipped roots plus the server's CA, where the image has its bundle: trusted.
+    env.mount_ca_bundle(&format!("{shipped}{server_ca}"));
+    env.start_manager();
+    env.wait_ready().await;
 }

@@ -4,9 +4,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::handlers::json_response;
+use super::common::json_response;
 use crate::resources::ResourceDef;
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// Answers a discovery path, or None when the path is not a discovery path.
 pub async fn serve(shared: &Shared, seg: &[&str], headers: &HeaderMap) -> Option<Response> {
