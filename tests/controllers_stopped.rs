@@ -1,7 +1,9 @@
 //! Stopped containers come back: after an engine or host restart every container of a cluster is
 //! stopped (their restart policy, `on-failure:1`, does not start them). The manager starts them
 //! again, load balancer first, then control planes, then workers: the same containers, the same
-//! endpoint, no second bootstrap, and conditions and Events that say what happened.
+//! addresses and host port (pinned at creation, on Docker and Podman alike), the same endpoint,
+//! no second bootstrap, and conditions and Events that say what happened. Started by the engine
+//! in any order, they come back the same.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
@@ -13,25 +15,32 @@ use serde_json::json;
 
 const COME_BACK: Duration = Duration::from_secs(90);
 
-/// What must not change across a restart: the containers, the load balancer's address and the
-/// endpoint. (Node addresses may: the engine allocates them again at start, and nodes started in
-/// another order than they were created can swap them; their status and the load balancer
-/// follow.)
+/// What must not change across a restart: the containers, every container's address (pinned at
+/// creation), the load balancer's host port (pinned too) and the endpoint.
 #[derive(Debug, PartialEq)]
 struct Identity {
     containers: Vec<(String, String)>,
+    addresses: Vec<(String, String)>,
     load_balancer_ip: String,
+    load_balancer_port: Option<u16>,
     endpoint: serde_json::Value,
 }
 
 async fn identity(env: &Env, cluster: &str) -> Identity {
     let dc = env.get(&infra("DockerCluster"), cluster).await.unwrap();
+    let containers = cluster_containers(cluster);
+    let lb = format!("{cluster}-lb");
     Identity {
-        containers: cluster_containers(cluster)
+        addresses: containers
+            .iter()
+            .map(|c| (c.clone(), ip_on(c, &env.network)))
+            .collect(),
+        containers: containers
             .into_iter()
             .map(|c| (container_id(&c), c))
             .collect(),
-        load_balancer_ip: ip_on(&format!("{cluster}-lb"), &env.network),
+        load_balancer_ip: ip_on(&lb, &env.network),
+        load_balancer_port: published_port(&lb, 6443),
         endpoint: dc.data["spec"]["controlPlaneEndpoint"].clone(),
     }
 }
@@ -180,40 +189,17 @@ async fn stopped_containers_come_back_in_order_with_the_same_endpoint() {
     .await;
     let before = identity(&env, &name).await;
     assert_eq!(before.containers.len(), 3, "{before:?}");
+    assert!(
+        before
+            .load_balancer_port
+            .is_some_and(|p| capd::docker::pinning::PINNED_PORTS.contains(&p)),
+        "the load balancer's host port is pinned: {before:?}"
+    );
     assert_eq!(before.endpoint["host"], json!(before.load_balancer_ip));
 
     // The manager keeps running while the containers stop, one after the other.
     for container in [&lb, &cp1, &w1] {
         assert!(docker(&["stop", "--time=1", container]).0);
-    }
-    let engine = capd::docker::DockerEngine::connect().await.unwrap();
-    if !engine.engine().keeps_addresses_on_restart() {
-        // Podman gives the restarted load balancer another address than the endpoint, which
-        // cannot change: the cluster does not survive, and the provider says so
-        // (docs/src/podman.md, "Not supported on Podman").
-        eventually(COME_BACK, "every container to run again", || async {
-            [&lb, &cp1, &w1].iter().all(|c| running(c)).then_some(())
-        })
-        .await;
-        let moved = ip_on(&lb, &env.network);
-        assert_ne!(moved, before.load_balancer_ip, "{}", engine.engine());
-        let warning = format!(
-            "The load balancer {lb} has address {moved}, but the control plane endpoint is {}",
-            before.load_balancer_ip
-        );
-        eventually(COME_BACK, "the Warning that the address moved", || async {
-            let events = env.events_about("DockerCluster", &name).await;
-            events
-                .iter()
-                .any(|(kind, reason, text)| {
-                    kind == "Warning"
-                        && reason == "LoadBalancerAddressChanged"
-                        && text.starts_with(&warning)
-                })
-                .then_some(())
-        })
-        .await;
-        return;
     }
     wait_back(&env, &name, &before).await;
 
@@ -231,5 +217,37 @@ async fn stopped_containers_come_back_in_order_with_the_same_endpoint() {
         started_at(&lb),
         started_at(&cp1),
         started_at(&w1)
+    );
+
+    // The engine starts them itself, in another order than they were created (the worker, then
+    // the control plane, then the load balancer), while the manager is down: the same addresses
+    // and host port, so the manager finds nothing to repair and the load balancer's
+    // configuration stays as it was.
+    let config = haproxy_config(&lb);
+    env.stop_manager(false);
+    assert!(docker(&["stop", "--time=1", &lb, &cp1, &w1]).0);
+    for container in [&w1, &cp1, &lb] {
+        assert!(docker(&["start", container]).0, "docker start {container}");
+    }
+    env.start_manager();
+    env.wait_ready().await;
+    assert_eq!(
+        &identity(&env, &name).await,
+        &before,
+        "the same containers, addresses, host port and endpoint, whatever the start order"
+    );
+    for machine in ["cp1", "w1"] {
+        eventually(COME_BACK, &format!("DockerMachine {machine} Ready"), || async {
+            let dm = env.get(&infra("DockerMachine"), machine).await?;
+            (condition_state(&dm, "Ready")?.0 == "True").then_some(())
+        })
+        .await;
+    }
+    assert_eq!(haproxy_config(&lb), config, "the configuration is not rewritten");
+    let events = env.events_about("DockerCluster", &name).await;
+    assert!(
+        !events.iter().any(|(_, reason, _)| reason == "LoadBalancerAddressChanged"
+            || reason == "LoadBalancerHostPortChanged"),
+        "{events:?}"
     );
 }

@@ -270,10 +270,32 @@ async fn a_stopped_node_starts_again_with_its_file_system_and_address() {
     let kept = ExecRequest::new(["sh", "-c", "echo kept > /var/lib/kept"]);
     assert!(engine.exec(&name, &kept).await.unwrap().success());
 
+    // Its addresses are pinned: asked for at creation, recorded on its labels.
+    let pinned = capd::docker::pinning::pinned_addresses(&info.labels);
+    assert_eq!(
+        info.networks[&network.name], pinned,
+        "the engine gave the node the addresses it asked for"
+    );
+    assert!(pinned.ipv4.is_some(), "{:?}", info.labels);
+
     // What an engine restart leaves: the container exists but does not run.
     engine.kill_container(&name, "SIGKILL").await.unwrap();
     let stopped = engine.inspect_container(&name).await.unwrap().unwrap();
     assert!(!stopped.running, "{stopped:?}");
+    // Meanwhile another node starts: it gets other addresses than the stopped one's, and one
+    // started by hand, unpinned, gets whatever the engine gives it.
+    let other = format!("{}-w-1", guard.id);
+    let other_info = create_node(
+        &engine,
+        &node_spec(&guard, &network.name, &other, NodeRole::Worker),
+    )
+    .await
+    .unwrap();
+    guard.track_volumes(&other_info.volumes);
+    assert_ne!(
+        other_info.networks[&network.name].ipv4, pinned.ipv4,
+        "a stopped node's address is not handed out again"
+    );
 
     engine.start_container(&name).await.unwrap();
     engine
@@ -283,21 +305,11 @@ async fn a_stopped_node_starts_again_with_its_file_system_and_address() {
     let started = engine.inspect_container(&name).await.unwrap().unwrap();
     assert!(started.running);
     assert_eq!(started.id, info.id, "the same container");
-    if engine.engine().keeps_addresses_on_restart() {
-        assert_eq!(
-            started.networks, info.networks,
-            "the address comes back when nobody took it"
-        );
-    } else {
-        // Podman hands out the next free addresses: still on the same network.
-        let address = &started.networks[&network.name];
-        let ipv4 = IpAddr::V4(address.ipv4.expect("an IPv4 address after the start"));
-        assert!(
-            network.subnets.iter().any(|s| s.contains(ipv4)),
-            "{ipv4} is not on {:?}",
-            network.subnets
-        );
-    }
+    assert_eq!(
+        started.networks, info.networks,
+        "the same addresses after the start, on {}",
+        engine.engine()
+    );
     let read = ExecRequest::new(["cat", "/var/lib/kept"]);
     assert_eq!(
         engine
@@ -309,6 +321,7 @@ async fn a_stopped_node_starts_again_with_its_file_system_and_address() {
         "kept"
     );
 
+    delete_node(&engine, &other).await.unwrap();
     delete_node(&engine, &name).await.unwrap();
     let absent = engine.start_container(&name).await.unwrap_err();
     assert!(absent.is_not_found(), "{absent}");

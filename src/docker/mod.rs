@@ -24,6 +24,7 @@ pub mod loadbalancer;
 pub mod monitor;
 pub mod network;
 pub mod node;
+pub mod pinning;
 pub mod runtime;
 pub mod types;
 

@@ -182,17 +182,65 @@ pub async fn ensure_network(
         result = create(None).await;
     }
     match result {
-        Ok(_) => {}
-        // Someone else created it meanwhile: use theirs.
-        Err(e) if e.is_conflict() => {}
-        Err(source) => {
-            return Err(NetworkError::Create {
-                name: name.to_string(),
-                source,
-            });
+        Ok(_) => {
+            let created = keep_one(runtime, name).await?;
+            Ok(name_ipv4_subnet(runtime, created, mtu, labels).await)
         }
+        // Someone else created it meanwhile: use theirs.
+        Err(e) if e.is_conflict() => keep_one(runtime, name).await,
+        Err(source) => Err(NetworkError::Create {
+            name: name.to_string(),
+            source,
+        }),
     }
-    keep_one(runtime, name).await
+}
+
+/// Docker refuses a requested IPv4 address on a network whose IPv4 subnet it chose itself
+/// ([`super::pinning`]), and kind's recipe leaves the IPv4 subnet to it. A network we have just
+/// created, still unused, is therefore created once more naming the subnet Docker chose (which
+/// Docker picked clear of its other networks and of the host's routes), so that its containers'
+/// IPv4 addresses can be pinned. Any failure keeps a network: the one created first when it is
+/// still there, else one created as before.
+async fn name_ipv4_subnet(
+    runtime: &dyn ContainerRuntime,
+    created: NetworkInfo,
+    mtu: Option<u32>,
+    labels: &Labels,
+) -> NetworkInfo {
+    let engine = runtime.engine();
+    let Some(ipv4) = created.subnets.iter().copied().find(IpNetwork::is_ipv4) else {
+        return created;
+    };
+    if !engine.pins_only_named_subnets() || !created.containers.is_empty() {
+        return created;
+    }
+    let name = created.name.clone();
+    let ipv6 = created.subnets.iter().find_map(|s| match s {
+        IpNetwork::V6(v6) => Some(*v6),
+        IpNetwork::V4(_) => None,
+    });
+    let mut spec = desired_network(&engine, &name, mtu, ipv6, labels);
+    spec.subnets.push(ipv4);
+    if let Err(e) = runtime.remove_network(&created.id).await {
+        tracing::warn!(network = %name, error = %e, "Could not name the network's IPv4 subnet: its IPv4 addresses are left to the engine");
+        return created;
+    }
+    let again = match runtime.create_network(&spec).await {
+        Ok(_) => keep_one(runtime, &name).await,
+        Err(e) => {
+            tracing::warn!(network = %name, subnet = %ipv4, error = %e, "Could not name the network's IPv4 subnet: its IPv4 addresses are left to the engine");
+            let spec = desired_network(&engine, &name, mtu, ipv6, labels);
+            match runtime.create_network(&spec).await {
+                Ok(_) => keep_one(runtime, &name).await,
+                Err(e) if e.is_conflict() => keep_one(runtime, &name).await,
+                Err(source) => Err(NetworkError::Create { name: name.clone(), source }),
+            }
+        }
+    };
+    again.unwrap_or_else(|e| {
+        tracing::warn!(network = %name, error = %e, "The network vanished while its IPv4 subnet was named");
+        created
+    })
 }
 
 /// The MTU of the engine's default `bridge` network, when it sets one.
@@ -376,7 +424,8 @@ mod tests {
         ensure_network(&fake, "kind", &Labels::new()).await.unwrap();
         let again = ensure_network(&fake, "kind", &Labels::new()).await.unwrap();
         assert_eq!(again.name, "kind");
-        assert_eq!(created_specs(&fake).len(), 1);
+        // The first creation and the one that names its IPv4 subnet; none for the second call.
+        assert_eq!(created_specs(&fake).len(), 2);
         assert_eq!(fake.networks().len(), 1);
     }
 
@@ -391,7 +440,10 @@ mod tests {
         });
         let net = ensure_network(&fake, "kind", &Labels::new()).await.unwrap();
         assert!(net.subnets.contains(&IpNetwork::V6(ula_subnet("kind", 1))));
-        assert_eq!(created_specs(&fake).len(), 2);
+        // The overlap, the next subnet, and the creation that names the IPv4 subnet.
+        let specs = created_specs(&fake);
+        assert_eq!(specs.len(), 3);
+        assert!(specs[2].subnets.contains(&IpNetwork::V6(ula_subnet("kind", 1))));
     }
 
     #[tokio::test]
@@ -402,8 +454,10 @@ mod tests {
         assert!(!net.enable_ipv6);
         assert!(net.subnets.iter().all(IpNetwork::is_ipv4));
         let specs = created_specs(&fake);
-        assert_eq!(specs.len(), 2);
+        assert_eq!(specs.len(), 3);
         assert!(specs[1].subnets.is_empty());
+        // Then named, so that its containers' IPv4 addresses can be pinned.
+        assert_eq!(specs[2].subnets, net.subnets);
     }
 
     #[tokio::test]

@@ -271,6 +271,22 @@ impl RuntimeError {
         })
     }
 
+    /// Whether a container could not start because a host port it publishes is taken (Docker's
+    /// port allocator, or the bind of its proxy: Docker's and Podman's words).
+    pub fn is_host_port_taken(&self) -> bool {
+        self.engine_message().is_some_and(|m| {
+            m.contains("port is already allocated") || m.contains("bind: address already in use")
+        })
+    }
+
+    /// Whether a container could not start because an address it asks for is taken (Docker's
+    /// and Podman's IPAM).
+    pub fn is_address_taken(&self) -> bool {
+        self.engine_message().is_some_and(|m| {
+            m.contains("Address already in use") || m.contains("is already allocated to container")
+        })
+    }
+
     /// Whether a network could not be created because the engine has no IPv6 support.
     pub fn is_ipv6_unavailable(&self) -> bool {
         self.engine_message().is_some_and(|m| {

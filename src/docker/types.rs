@@ -51,6 +51,9 @@ pub struct ContainerSpec {
     pub sysctls: BTreeMap<String, String>,
     /// The network the container joins (its only network).
     pub network: String,
+    /// The addresses it asks for on [`ContainerSpec::network`], which the engine gives it at every
+    /// start; a family left `None` gets an address chosen by the engine at each start.
+    pub addresses: EndpointAddresses,
     /// Host devices made visible in the container.
     pub devices: Vec<DeviceMapping>,
     /// Run in the host's user namespace (needed when the engine remaps user namespaces).
@@ -381,6 +384,8 @@ pub struct NetworkInfo {
     pub gateways: Vec<IpAddr>,
     /// Ids of the containers attached (only filled by an inspect, not by a listing).
     pub containers: Vec<String>,
+    /// The addresses of the containers attached (only filled by an inspect).
+    pub attached_addresses: Vec<IpAddr>,
 }
 
 /// Whether two image references name the same image, however fully each engine writes them:
@@ -456,10 +461,10 @@ impl Engine {
         self.kind == EngineKind::Docker
     }
 
-    /// Whether a stopped container gets its addresses back when started again. Docker keeps a
-    /// container's endpoint, addresses included, while the container exists; Podman's IPAM
-    /// frees the addresses when the container stops and hands out the next free ones at start.
-    pub fn keeps_addresses_on_restart(&self) -> bool {
+    /// Whether a container may ask for an IPv4 address only on a network whose IPv4 subnet was
+    /// named when the network was created. Docker refuses it on a subnet it chose itself;
+    /// Podman records every network's subnets and accepts it on any.
+    pub fn pins_only_named_subnets(&self) -> bool {
         self.kind == EngineKind::Docker
     }
 }

@@ -31,6 +31,7 @@ pub fn load_balancer_spec(
     spec.ip_family = family;
     spec.frontend_port =
         u16::try_from(docker_cluster.spec.control_plane_endpoint.port).unwrap_or(0);
+    spec.address = docker_cluster.spec.control_plane_endpoint.host.parse().ok();
     spec
 }
 
@@ -137,8 +138,11 @@ enum LoadBalancerChange {
     /// It was provisioned once, but its container was gone: a new one was created.
     Recreated,
     /// Its container existed but was stopped (an engine or host restart): it was started again,
-    /// keeping its configuration and, where the engine allows, its address.
+    /// keeping its configuration and its pinned address and host port.
     Restarted,
+    /// Its container was stopped and could not start again because something else took its
+    /// host port meanwhile: a new one was created, with the same address and this host port.
+    PortMoved(u16),
 }
 
 impl LoadBalancerChange {
@@ -150,6 +154,9 @@ impl LoadBalancerChange {
             )),
             Self::Restarted => Some(format!(
                 "Load balancer container {name} was stopped; started it again"
+            )),
+            Self::PortMoved(port) => Some(format!(
+                "Load balancer container {name} was stopped and its host port is taken; created it again with host port {port}"
             )),
         }
     }
@@ -178,7 +185,12 @@ async fn running_load_balancer(
         let mut info = inspect().await?;
         let stopped = info.as_ref().is_some_and(|i| !i.running);
         if stopped {
-            start_load_balancer(runtime, &spec.cluster).await?;
+            match start_load_balancer(runtime, &spec.cluster).await {
+                Err(LoadBalancerError::Runtime { source, .. }) if source.is_host_port_taken() => {
+                    return moved_load_balancer(ctx, docker_cluster, spec, &source).await;
+                }
+                started => started?,
+            }
             info = inspect().await?;
         }
         match info {
@@ -225,6 +237,38 @@ async fn running_load_balancer(
     ctx.event(docker_cluster, EventKind::Normal, reason, note)
         .await;
     Ok((info, change))
+}
+
+/// Replaces a stopped load balancer that cannot start because its host port was taken while it
+/// was stopped: the same address, the next free pinned host port, and a Warning that names it
+/// (kubeconfigs that use the old port stop working).
+async fn moved_load_balancer(
+    ctx: &Context,
+    docker_cluster: &ClusterView,
+    spec: &LoadBalancerSpec,
+    refusal: &crate::docker::RuntimeError,
+) -> Result<(ContainerInfo, LoadBalancerChange)> {
+    let runtime = ctx.runtime.as_ref();
+    let name = spec.name();
+    removed(
+        delete_load_balancer(runtime, &spec.cluster).await?,
+        format_args!("load balancer container {name}"),
+    )?;
+    let info = create_load_balancer(runtime, spec).await?;
+    let frontend = spec.effective_frontend_port();
+    let port = info.host_port(frontend).unwrap_or_default();
+    let refused = refusal.engine_message().unwrap_or("its host port is taken");
+    tracing::warn!(container = %name, port, "The load balancer's host port was taken; created it again with another");
+    ctx.event(
+        docker_cluster,
+        EventKind::Warning,
+        "LoadBalancerHostPortChanged",
+        format!(
+            "Load balancer container {name} could not start again ({refused}); created it again with host port {port}: kubeconfigs that use the old host port must be fetched again"
+        ),
+    )
+    .await;
+    Ok((info, LoadBalancerChange::PortMoved(port)))
 }
 
 /// Whether an IP-literal endpoint host differs from the load balancer's address (a host name is

@@ -7,8 +7,8 @@ use std::time::Duration;
 use bollard::errors::Error as BollardError;
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ContainerSummary as BollardSummary,
-    DeviceMapping as BollardDevice, HostConfig, HostConfigCgroupnsModeEnum, Ipam, IpamConfig,
-    NetworkCreateRequest, NetworkInspect, PortBinding, RestartPolicy as BollardRestart,
+    DeviceMapping as BollardDevice, EndpointIpamConfig, EndpointSettings, HostConfig,
+    HostConfigCgroupnsModeEnum, Ipam, IpamConfig, NetworkCreateRequest, NetworkInspect, NetworkingConfig, PortBinding, RestartPolicy as BollardRestart,
     RestartPolicyNameEnum, SystemInfo, SystemVersion,
 };
 use ipnetwork::IpNetwork;
@@ -139,8 +139,23 @@ pub(super) fn container_body(spec: &ContainerSpec, allow_privileged: bool) -> Co
         init: Some(false),
         ..Default::default()
     };
+    let requested = spec.addresses;
+    let networking_config = (requested.ipv4.is_some() || requested.ipv6.is_some()).then(|| {
+        let endpoint = EndpointSettings {
+            ipam_config: Some(EndpointIpamConfig {
+                ipv4_address: requested.ipv4.map(|a| a.to_string()),
+                ipv6_address: requested.ipv6.map(|a| a.to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(spec.network.clone(), endpoint)])),
+        }
+    });
     ContainerCreateBody {
         hostname: Some(spec.hostname.clone().unwrap_or_else(|| spec.name.clone())),
+        networking_config,
         image: Some(spec.image.clone()),
         labels: Some(to_hash(&spec.labels)),
         env: non_empty(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
@@ -266,7 +281,16 @@ fn gateways(ipam: Option<&Ipam>) -> Vec<IpAddr> {
 
 /// The domain view of a network inspect answer.
 pub(super) fn network_info(net: NetworkInspect) -> NetworkInfo {
-    let mut containers: Vec<String> = net.containers.unwrap_or_default().into_keys().collect();
+    let attached = net.containers.unwrap_or_default();
+    let mut attached_addresses: Vec<IpAddr> = attached
+        .values()
+        .flat_map(|c| [c.ipv4_address.as_deref(), c.ipv6_address.as_deref()])
+        .flatten()
+        // `172.18.0.2/16`: the address with its prefix length.
+        .filter_map(|a| a.split('/').next()?.parse().ok())
+        .collect();
+    attached_addresses.sort();
+    let mut containers: Vec<String> = attached.into_keys().collect();
     containers.sort();
     NetworkInfo {
         id: net.id.unwrap_or_default(),
@@ -278,6 +302,7 @@ pub(super) fn network_info(net: NetworkInspect) -> NetworkInfo {
         gateways: gateways(net.ipam.as_ref()),
         subnets: subnets(net.ipam),
         containers,
+        attached_addresses,
     }
 }
 
@@ -306,6 +331,7 @@ pub(super) fn network_summary(net: bollard::models::Network) -> NetworkInfo {
         gateways: gateways(net.ipam.as_ref()),
         subnets: subnets(net.ipam),
         containers: Vec::new(),
+        attached_addresses: Vec::new(),
     }
 }
 
@@ -501,7 +527,7 @@ mod tests {
             ("podman", "Podman 4.3.1")
         );
         assert!(docker.takes_masquerade_option() && !podman.takes_masquerade_option());
-        assert!(docker.keeps_addresses_on_restart() && !podman.keeps_addresses_on_restart());
+        assert!(docker.pins_only_named_subnets() && !podman.pins_only_named_subnets());
     }
 
     #[test]

@@ -330,11 +330,21 @@ impl ContainerRuntime for FakeRuntime {
         let Some(mut network) = state.find_network(name).cloned() else {
             return Ok(None);
         };
-        network.containers = state
+        let attached: Vec<&ContainerInfo> = state
             .containers
             .values()
             .filter(|c| c.networks.contains_key(&network.name))
-            .map(|c| c.id.clone())
+            .collect();
+        network.containers = attached.iter().map(|c| c.id.clone()).collect();
+        // As engines report it: only running containers hold their addresses.
+        network.attached_addresses = attached
+            .iter()
+            .filter(|c| c.running)
+            .flat_map(|c| {
+                let ep = c.networks[&network.name];
+                [ep.ipv4.map(IpAddr::V4), ep.ipv6.map(IpAddr::V6)]
+            })
+            .flatten()
             .collect();
         Ok(Some(network))
     }
@@ -393,7 +403,7 @@ impl ContainerRuntime for FakeRuntime {
             // The engine's default IPAM gives each subnet its first host as the gateway.
             gateways: subnets.iter().filter_map(|s| nth_host(s, 1)).collect(),
             subnets,
-            containers: Vec::new(),
+            ..NetworkInfo::default()
         };
         state.networks.insert(id.clone(), info);
         Ok(id)
@@ -475,6 +485,26 @@ impl ContainerRuntime for FakeRuntime {
                 None => {}
             }
         }
+        // Requested addresses, refused as the engine's IPAM does when a running container
+        // holds one.
+        let requested = [
+            spec.addresses.ipv4.map(IpAddr::V4),
+            spec.addresses.ipv6.map(IpAddr::V6),
+        ];
+        for address in requested.into_iter().flatten() {
+            let held = state.containers.values().any(|c| {
+                c.running
+                    && c.networks.get(&spec.network).is_some_and(|ep| {
+                        ep.ipv4.map(IpAddr::V4) == Some(address)
+                            || ep.ipv6.map(IpAddr::V6) == Some(address)
+                    })
+            });
+            if held {
+                return Err(RuntimeError::from_status(action, 500, "Address already in use"));
+            }
+        }
+        endpoint.ipv4 = spec.addresses.ipv4.or(endpoint.ipv4);
+        endpoint.ipv6 = spec.addresses.ipv6.or(endpoint.ipv6);
         let mut ports = Vec::new();
         for publish in &spec.ports {
             state.next_port = state.next_port.max(32767) + 1;

@@ -20,7 +20,8 @@ use super::node::{
     DEFAULT_PUBLISH_ADDRESS, IpFamily, NodeRole, endpoint_on_network, load_balancer_container_name,
     primary_ip, role_selector,
 };
-use super::runtime::{ContainerRuntime, Removal, RunFailure, RuntimeError, run_from_image};
+use super::pinning::{Pinning, run_pinned};
+use super::runtime::{ContainerRuntime, Removal, RunFailure, RuntimeError};
 use super::types::{ContainerInfo, ContainerSpec, ContainerSummary, Labels, PortPublish};
 
 /// Image repository used when `spec.loadBalancer.imageRepository` is empty.
@@ -146,6 +147,9 @@ pub struct LoadBalancerSpec {
     pub publish_address: String,
     /// Extra labels (for example to tag test containers).
     pub extra_labels: Labels,
+    /// The address to ask for: the cluster's endpoint host when it has one, so that a load
+    /// balancer created again keeps it.
+    pub address: Option<IpAddr>,
 }
 
 impl LoadBalancerSpec {
@@ -159,6 +163,7 @@ impl LoadBalancerSpec {
             frontend_port: super::node::API_SERVER_PORT,
             publish_address: DEFAULT_PUBLISH_ADDRESS.to_string(),
             extra_labels: Labels::new(),
+            address: None,
         }
     }
 
@@ -223,7 +228,9 @@ impl LoadBalancerSpec {
     }
 }
 
-/// Creates and starts the load balancer container (image used when present, pulled otherwise).
+/// Creates and starts the load balancer container (image used when present, pulled otherwise),
+/// with its address and host ports pinned ([`super::pinning`]): [`LoadBalancerSpec::address`]
+/// first when it is free.
 ///
 /// # Errors
 /// [`LoadBalancerError`] when the image is unavailable or the engine refuses the container.
@@ -240,7 +247,11 @@ pub async fn create_load_balancer(
             source,
         }
     };
-    run_from_image(runtime, &spec.container_spec())
+    let pinning = Pinning {
+        preferred: spec.address,
+        host_ports: true,
+    };
+    run_pinned(runtime, &spec.container_spec(), &pinning)
         .await
         .map_err(|failure| match failure {
             RunFailure::Image(source) => LoadBalancerError::Image {

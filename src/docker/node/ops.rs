@@ -6,8 +6,9 @@ use tokio::time::Instant;
 
 use super::addresses::{IpFamily, MachineAddress, endpoint_on_network, machine_addresses};
 use super::{CLUSTER_LABEL, NodeSpec, cluster_selector};
+use crate::docker::pinning::{Pinning, run_pinned};
 use crate::docker::runtime::{
-    ContainerRuntime, LineMatch, Removal, RunFailure, RuntimeError, ensure_image, run_from_image,
+    ContainerRuntime, LineMatch, Removal, RunFailure, RuntimeError, ensure_image,
 };
 use crate::docker::types::{ContainerInfo, ContainerSummary, ExecOutput, ExecRequest};
 
@@ -146,8 +147,9 @@ fn runtime_err(action: &'static str, container: &str) -> impl FnOnce(RuntimeErro
 }
 
 /// Creates and starts the node container described by `spec` and returns what the engine reports.
-/// The image is used when present locally and pulled otherwise ([`run_from_image`]); a failed
-/// start leaves nothing.
+/// The image is used when present locally and pulled otherwise
+/// ([`run_from_image`](crate::docker::runtime::run_from_image)); its addresses are pinned
+/// ([`crate::docker::pinning`]); a failed start leaves nothing.
 ///
 /// # Errors
 /// [`NodeError::Image`] when the image is unavailable, [`NodeError::Runtime`] when the engine
@@ -156,7 +158,7 @@ pub async fn create_node(
     runtime: &dyn ContainerRuntime,
     spec: &NodeSpec,
 ) -> Result<ContainerInfo, NodeError> {
-    run_from_image(runtime, &spec.container_spec())
+    run_pinned(runtime, &spec.container_spec(), &Pinning::default())
         .await
         .map_err(|failure| match failure {
             RunFailure::Image(source) => NodeError::Image {

@@ -355,7 +355,7 @@ async fn failed_start_is_reported_and_leaves_nothing() {
         RuntimeError::from_status(
             "start container c1-cp-abc",
             500,
-            "port is already allocated",
+            "OCI runtime create failed: unable to apply cgroup configuration",
         ),
     );
     let err = create_node(&fake, &cp_spec()).await.unwrap_err();

@@ -4,7 +4,9 @@
 //! plane initialised, a worker joined with a bootstrap token, the control plane scaled to three,
 //! the worker removed, the oldest control plane scaled down (drained from the load balancer, its
 //! etcd member removed, its Node deleted), then the cluster deleted with nothing left. Every
-//! check goes through the load balancer with the admin kubeconfig core would write.
+//! check goes through the load balancer with the admin kubeconfig core would write. Before the
+//! scale-down, the cluster of three control planes and a worker survives a restart of every
+//! container in reverse order with the manager down (pinned addresses and host port).
 //!
 //! Then the floor ([`Floor`]): the same node image bootstrapped by hand with the same kubeadm
 //! commands, one control plane and one worker, whose times the provider's are printed against as
@@ -60,6 +62,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     let mut env = Env::scenario("real", &[]).await;
     let name = env.cluster_name();
     let node = |machine: &str| format!("{name}-{machine}");
+    let network = env.network.clone();
     let mut timings: Vec<(String, Duration)> = Vec::new();
     let started = Instant::now();
 
@@ -150,7 +153,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
             .map(|m| {
                 (
                     node(m),
-                    format!("{}:6443", ip_on(&node(m), &env.network)),
+                    format!("{}:6443", ip_on(&node(m), &network)),
                     100,
                 )
             })
@@ -169,6 +172,67 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     let mut member_names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
     member_names.sort();
     assert_eq!(member_names, [node("cp0"), node("cp1"), node("cp2")]);
+
+    // A restart of the engine or the host (issue 30): the manager is down, every container
+    // stops, and the engine starts them again in the reverse order of their creation. Their
+    // addresses and the load balancer's host port are pinned, so etcd's peer URLs, the API
+    // servers' certificates and the load balancer's backends stay right: every Node is Ready
+    // again, every etcd member answers, and the kubeconfig and the host port from before the
+    // stop still work through the load balancer.
+    let restarting = Instant::now();
+    let all = [lb.clone(), node("cp0"), node("md0"), node("cp1"), node("cp2")];
+    let addresses = |containers: &[String]| -> Vec<(String, String)> {
+        containers
+            .iter()
+            .map(|c| (c.clone(), ip_on(c, &network)))
+            .collect()
+    };
+    let before = addresses(&all);
+    env.stop_manager(false);
+    let mut stop = vec!["stop", "--time=10"];
+    stop.extend(all.iter().map(String::as_str));
+    assert!(docker(&stop).0, "docker stop");
+    for container in all.iter().rev() {
+        assert!(docker(&["start", container]).0, "docker start {container}");
+    }
+    env.start_manager();
+    env.wait_ready().await;
+    assert_eq!(addresses(&all), before, "the same addresses after the restart");
+    assert_eq!(
+        published_port(&lb, 6443),
+        Some(port),
+        "the same host port after the restart"
+    );
+    eventually(
+        Duration::from_secs(300),
+        "every Node Ready again, through the kubeconfig from before the stop",
+        || async {
+            let nodes = workload.nodes().await?;
+            (nodes.len() == machines.len() && nodes.iter().all(node_ready)).then_some(())
+        },
+    )
+    .await;
+    let back = restarting.elapsed();
+    for machine in ["cp0", "cp1", "cp2"] {
+        let answering = etcd
+            .members(&ip_on(&node(machine), &env.network))
+            .await
+            .unwrap_or_else(|e| panic!("etcd on {machine} answers after the restart: {e}"));
+        assert_eq!(answering.len(), 3, "{machine} sees every member");
+    }
+    let answer = https_get_until(port, "/healthz", Duration::from_secs(60), |a| {
+        a.status == 200
+    })
+    .await
+    .expect("/healthz through the load balancer's host port from before the restart");
+    assert_eq!(answer.body.trim(), "ok");
+    let mut current = haproxy_backends(&haproxy_config(&lb));
+    current.sort();
+    assert_eq!(current, backends(&["cp0", "cp1", "cp2"]), "the same backends");
+    timings.push((
+        "restart: stopped, started in reverse, every Node Ready".into(),
+        back,
+    ));
 
     // The worker goes as core removes a Machine: drained, its DockerMachine deleted, then its
     // Node.

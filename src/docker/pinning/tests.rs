@@ -1,0 +1,174 @@
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::*;
+use crate::docker::fake::{FakeRuntime, Op};
+use crate::docker::network::ensure_network;
+use crate::docker::types::PortPublish;
+
+const IMAGE: &str = "node:test";
+
+async fn fake_with_network(name: &str) -> (FakeRuntime, NetworkInfo) {
+    let fake = FakeRuntime::new();
+    fake.add_image(IMAGE);
+    let network = ensure_network(&fake, name, &Labels::new()).await.unwrap();
+    (fake, network)
+}
+
+fn spec(name: &str, network: &str) -> ContainerSpec {
+    ContainerSpec::capd_defaults(name, IMAGE, network)
+}
+
+async fn run(fake: &FakeRuntime, spec: &ContainerSpec, pinning: &Pinning) -> ContainerSpec {
+    run_pinned(fake, spec, pinning).await.unwrap().1
+}
+
+fn addresses_of(fake: &FakeRuntime, container: &str, network: &str) -> EndpointAddresses {
+    fake.containers()
+        .into_iter()
+        .find(|c| c.name == container)
+        .unwrap()
+        .networks[network]
+}
+
+#[tokio::test]
+async fn containers_get_the_highest_free_addresses_of_every_family_and_keep_them_on_their_labels()
+{
+    let (fake, network) = fake_with_network("pins").await;
+    let ipv4 = network.subnets.iter().find(|s| s.is_ipv4()).unwrap();
+    let ipv6 = network.subnets.iter().find(|s| !s.is_ipv4()).unwrap();
+
+    let first = run(&fake, &spec("a", "pins"), &Pinning::default()).await;
+    let second = run(&fake, &spec("b", "pins"), &Pinning::default()).await;
+
+    let (a, b) = (first.addresses, second.addresses);
+    let a4 = a.ipv4.unwrap();
+    assert!(ipv4.contains(IpAddr::V4(a4)), "{a4} in {ipv4}");
+    assert_eq!(
+        u32::from(a4) + 1,
+        u32::from(match ipv4 {
+            IpNetwork::V4(n) => n.broadcast(),
+            IpNetwork::V6(_) => unreachable!(),
+        }),
+        "the highest host address"
+    );
+    assert_eq!(u32::from(b.ipv4.unwrap()) + 1, u32::from(a4), "the next one down");
+    assert!(ipv6.contains(IpAddr::V6(a.ipv6.unwrap())));
+    assert_ne!(a.ipv6, b.ipv6);
+    // The engine gave them what they asked for, and the labels say so.
+    assert_eq!(addresses_of(&fake, "a", "pins"), a);
+    assert_eq!(first.labels[NETWORK_LABEL], "pins");
+    assert_eq!(first.labels[IPV4_LABEL], a4.to_string());
+    assert_eq!(pinned_addresses(&first.labels), a);
+}
+
+#[tokio::test]
+async fn a_stopped_containers_address_is_never_handed_out_again() {
+    let (fake, _) = fake_with_network("stops").await;
+    let first = run(&fake, &spec("a", "stops"), &Pinning::default()).await;
+    // Stopped: the engine no longer lists its address on the network, only its labels keep it.
+    fake.stop_container("a");
+    let inspected = fake.inspect_network("stops").await.unwrap().unwrap();
+    assert!(
+        !inspected
+            .attached_addresses
+            .contains(&IpAddr::V4(first.addresses.ipv4.unwrap()))
+    );
+
+    let second = run(&fake, &spec("b", "stops"), &Pinning::default()).await;
+    assert_ne!(second.addresses.ipv4, first.addresses.ipv4);
+    assert_ne!(second.addresses.ipv6, first.addresses.ipv6);
+}
+
+#[tokio::test]
+async fn a_preferred_address_is_taken_when_free_and_skipped_when_not() {
+    let (fake, _) = fake_with_network("prefer").await;
+    let held = run(&fake, &spec("holder", "prefer"), &Pinning::default()).await;
+    let held4 = IpAddr::V4(held.addresses.ipv4.unwrap());
+
+    let wanted = IpAddr::V4(Ipv4Addr::new(172, 18, 0, 77));
+    let free = Pinning {
+        preferred: Some(wanted),
+        host_ports: false,
+    };
+    let got = run(&fake, &spec("lb", "prefer"), &free).await;
+    assert_eq!(got.addresses.ipv4.map(IpAddr::V4), Some(wanted));
+
+    let busy = Pinning {
+        preferred: Some(held4),
+        host_ports: false,
+    };
+    let other = run(&fake, &spec("lb2", "prefer"), &busy).await;
+    assert_ne!(other.addresses.ipv4.map(IpAddr::V4), Some(held4));
+    assert!(other.addresses.ipv4.is_some());
+}
+
+#[tokio::test]
+async fn pinned_host_ports_are_stable_per_name_and_move_on_when_taken() {
+    let (fake, _) = fake_with_network("ports").await;
+    let mut lb = spec("c1-lb", "ports");
+    lb.ports = vec![PortPublish {
+        container_port: 6443,
+        host_ip: "127.0.0.1".to_string(),
+        host_port: None,
+    }];
+    let pinning = Pinning {
+        preferred: None,
+        host_ports: true,
+    };
+    let first_choice = pinned_host_port("c1-lb", 6443, 0);
+    assert!(PINNED_PORTS.contains(&first_choice));
+    assert_eq!(first_choice, pinned_host_port("c1-lb", 6443, 0), "stable");
+    assert_ne!(first_choice, pinned_host_port("c2-lb", 6443, 0));
+
+    // The first choice is taken on the host: the engine refuses the start, the next one is asked.
+    let refusal = RuntimeError::from_status(
+        "start container c1-lb",
+        500,
+        format!(
+            "driver failed programming external connectivity on endpoint c1-lb: Bind for 127.0.0.1:{first_choice} failed: port is already allocated"
+        ),
+    );
+    fake.fail_next(Op::RunContainer, refusal);
+    let ran = run(&fake, &lb, &pinning).await;
+    let port = ran.ports[0].host_port.unwrap();
+    assert_eq!(port, pinned_host_port("c1-lb", 6443, 1));
+    let info = fake.inspect_container("c1-lb").await.unwrap().unwrap();
+    assert_eq!(info.host_port(6443), Some(port));
+}
+
+#[tokio::test]
+async fn a_network_whose_ipv4_subnet_the_engine_chose_gets_ipv4_from_the_engine() {
+    let (fake, _) = fake_with_network("chosen").await;
+    let refusal = RuntimeError::from_status(
+        "start container a",
+        400,
+        "user specified IP address is supported only when connecting to networks with user configured subnets",
+    );
+    fake.fail_next(Op::RunContainer, refusal);
+    let first = run(&fake, &spec("a", "chosen"), &Pinning::default()).await;
+    assert_eq!(first.addresses.ipv4, None, "left to the engine");
+    assert!(first.addresses.ipv6.is_some(), "IPv6 is still pinned");
+    assert!(addresses_of(&fake, "a", "chosen").ipv4.is_some());
+    // Remembered: the next container does not ask again.
+    let second = run(&fake, &spec("b", "chosen"), &Pinning::default()).await;
+    assert_eq!(second.addresses.ipv4, None);
+}
+
+#[tokio::test]
+async fn a_network_we_create_names_the_ipv4_subnet_the_engine_chose() {
+    let fake = FakeRuntime::new();
+    let network = ensure_network(&fake, "named", &Labels::new()).await.unwrap();
+    let creates: Vec<_> = fake
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            crate::docker::fake::Call::CreateNetwork(spec) => Some(spec),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(creates.len(), 2, "{creates:?}");
+    assert!(!creates[0].subnets.iter().any(IpNetwork::is_ipv4));
+    let ipv4 = creates[1].subnets.iter().find(|s| s.is_ipv4()).unwrap();
+    assert!(network.subnets.contains(ipv4));
+    assert_eq!(fake.networks().len(), 1, "the first one is gone");
+}
