@@ -237,17 +237,27 @@ async fn stopped_containers_come_back_in_order_with_the_same_endpoint() {
         "the same containers, addresses, host port and endpoint, whatever the start order"
     );
     for machine in ["cp1", "w1"] {
-        eventually(COME_BACK, &format!("DockerMachine {machine} Ready"), || async {
-            let dm = env.get(&infra("DockerMachine"), machine).await?;
-            (condition_state(&dm, "Ready")?.0 == "True").then_some(())
-        })
+        eventually(
+            COME_BACK,
+            &format!("DockerMachine {machine} Ready"),
+            || async {
+                let dm = env.get(&infra("DockerMachine"), machine).await?;
+                (condition_state(&dm, "Ready")?.0 == "True").then_some(())
+            },
+        )
         .await;
     }
-    assert_eq!(haproxy_config(&lb), config, "the configuration is not rewritten");
+    assert_eq!(
+        haproxy_config(&lb),
+        config,
+        "the configuration is not rewritten"
+    );
     let events = env.events_about("DockerCluster", &name).await;
     assert!(
-        !events.iter().any(|(_, reason, _)| reason == "LoadBalancerAddressChanged"
-            || reason == "LoadBalancerHostPortChanged"),
+        !events
+            .iter()
+            .any(|(_, reason, _)| reason == "LoadBalancerAddressChanged"
+                || reason == "LoadBalancerHostPortChanged"),
         "{events:?}"
     );
 }

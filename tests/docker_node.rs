@@ -5,7 +5,6 @@
 mod common;
 mod docker_support;
 
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use capd::docker::network::{delete_network, ensure_network};
@@ -306,7 +305,8 @@ async fn a_stopped_node_starts_again_with_its_file_system_and_address() {
     assert!(started.running);
     assert_eq!(started.id, info.id, "the same container");
     assert_eq!(
-        started.networks, info.networks,
+        started.networks,
+        info.networks,
         "the same addresses after the start, on {}",
         engine.engine()
     );

@@ -233,7 +233,10 @@ async fn name_ipv4_subnet(
             match runtime.create_network(&spec).await {
                 Ok(_) => keep_one(runtime, &name).await,
                 Err(e) if e.is_conflict() => keep_one(runtime, &name).await,
-                Err(source) => Err(NetworkError::Create { name: name.clone(), source }),
+                Err(source) => Err(NetworkError::Create {
+                    name: name.clone(),
+                    source,
+                }),
             }
         }
     };
@@ -443,7 +446,11 @@ mod tests {
         // The overlap, the next subnet, and the creation that names the IPv4 subnet.
         let specs = created_specs(&fake);
         assert_eq!(specs.len(), 3);
-        assert!(specs[2].subnets.contains(&IpNetwork::V6(ula_subnet("kind", 1))));
+        assert!(
+            specs[2]
+                .subnets
+                .contains(&IpNetwork::V6(ula_subnet("kind", 1)))
+        );
     }
 
     #[tokio::test]

@@ -134,7 +134,12 @@ fn highest_free(subnet: &IpNetwork, taken: &BTreeSet<IpAddr>) -> Option<IpAddr> 
         IpNetwork::V6(net) => {
             let base = u128::from(net.network());
             let size = 128 - u32::from(net.prefix());
-            let top = base | if size >= 128 { u128::MAX } else { (1u128 << size) - 1 };
+            let top = base
+                | if size >= 128 {
+                    u128::MAX
+                } else {
+                    (1u128 << size) - 1
+                };
             (1..=u128::from(SCAN))
                 .map_while(|below| top.checked_sub(below).filter(|a| *a > base + 1))
                 .map(|a| IpAddr::V6(Ipv6Addr::from(a)))
@@ -241,7 +246,6 @@ fn refuses_requested_address(error: &RuntimeError) -> bool {
     })
 }
 
-
 /// Creates and starts the container of `spec` ([`run_from_image`]) with its addresses, and its
 /// host ports when `pinning` asks, pinned (see the module). Returns the id and the spec it ran.
 ///
@@ -279,7 +283,9 @@ pub async fn run_pinned(
                 );
                 book().ipv4_refused.insert(network_key(&network));
             }
-            Err(RunFailure::Container(e)) if (e.is_address_taken() || e.is_host_port_taken()) && attempt + 1 < ATTEMPTS => {
+            Err(RunFailure::Container(e))
+                if (e.is_address_taken() || e.is_host_port_taken()) && attempt + 1 < ATTEMPTS =>
+            {
                 tracing::info!(container = %spec.name, error = %e, "A requested address or host port is taken; choosing again");
                 attempt += 1;
             }

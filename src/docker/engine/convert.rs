@@ -8,8 +8,9 @@ use bollard::errors::Error as BollardError;
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ContainerSummary as BollardSummary,
     DeviceMapping as BollardDevice, EndpointIpamConfig, EndpointSettings, HostConfig,
-    HostConfigCgroupnsModeEnum, Ipam, IpamConfig, NetworkCreateRequest, NetworkInspect, NetworkingConfig, PortBinding, RestartPolicy as BollardRestart,
-    RestartPolicyNameEnum, SystemInfo, SystemVersion,
+    HostConfigCgroupnsModeEnum, Ipam, IpamConfig, NetworkCreateRequest, NetworkInspect,
+    NetworkingConfig, PortBinding, RestartPolicy as BollardRestart, RestartPolicyNameEnum,
+    SystemInfo, SystemVersion,
 };
 use ipnetwork::IpNetwork;
 

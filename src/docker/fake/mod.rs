@@ -500,7 +500,11 @@ impl ContainerRuntime for FakeRuntime {
                     })
             });
             if held {
-                return Err(RuntimeError::from_status(action, 500, "Address already in use"));
+                return Err(RuntimeError::from_status(
+                    action,
+                    500,
+                    "Address already in use",
+                ));
             }
         }
         endpoint.ipv4 = spec.addresses.ipv4.or(endpoint.ipv4);

@@ -31,8 +31,7 @@ fn addresses_of(fake: &FakeRuntime, container: &str, network: &str) -> EndpointA
 }
 
 #[tokio::test]
-async fn containers_get_the_highest_free_addresses_of_every_family_and_keep_them_on_their_labels()
-{
+async fn containers_get_the_highest_free_addresses_of_every_family_and_keep_them_on_their_labels() {
     let (fake, network) = fake_with_network("pins").await;
     let ipv4 = network.subnets.iter().find(|s| s.is_ipv4()).unwrap();
     let ipv6 = network.subnets.iter().find(|s| !s.is_ipv4()).unwrap();
@@ -51,7 +50,11 @@ async fn containers_get_the_highest_free_addresses_of_every_family_and_keep_them
         }),
         "the highest host address"
     );
-    assert_eq!(u32::from(b.ipv4.unwrap()) + 1, u32::from(a4), "the next one down");
+    assert_eq!(
+        u32::from(b.ipv4.unwrap()) + 1,
+        u32::from(a4),
+        "the next one down"
+    );
     assert!(ipv6.contains(IpAddr::V6(a.ipv6.unwrap())));
     assert_ne!(a.ipv6, b.ipv6);
     // The engine gave them what they asked for, and the labels say so.
@@ -157,7 +160,9 @@ async fn a_network_whose_ipv4_subnet_the_engine_chose_gets_ipv4_from_the_engine(
 #[tokio::test]
 async fn a_network_we_create_names_the_ipv4_subnet_the_engine_chose() {
     let fake = FakeRuntime::new();
-    let network = ensure_network(&fake, "named", &Labels::new()).await.unwrap();
+    let network = ensure_network(&fake, "named", &Labels::new())
+        .await
+        .unwrap();
     let creates: Vec<_> = fake
         .calls()
         .into_iter()

@@ -150,13 +150,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     let backends = |machines: &[&str]| -> Vec<(String, String, u32)> {
         let mut b: Vec<_> = machines
             .iter()
-            .map(|m| {
-                (
-                    node(m),
-                    format!("{}:6443", ip_on(&node(m), &network)),
-                    100,
-                )
-            })
+            .map(|m| (node(m), format!("{}:6443", ip_on(&node(m), &network)), 100))
             .collect();
         b.sort();
         b
@@ -180,7 +174,13 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     // again, every etcd member answers, and the kubeconfig and the host port from before the
     // stop still work through the load balancer.
     let restarting = Instant::now();
-    let all = [lb.clone(), node("cp0"), node("md0"), node("cp1"), node("cp2")];
+    let all = [
+        lb.clone(),
+        node("cp0"),
+        node("md0"),
+        node("cp1"),
+        node("cp2"),
+    ];
     let addresses = |containers: &[String]| -> Vec<(String, String)> {
         containers
             .iter()
@@ -197,7 +197,11 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     }
     env.start_manager();
     env.wait_ready().await;
-    assert_eq!(addresses(&all), before, "the same addresses after the restart");
+    assert_eq!(
+        addresses(&all),
+        before,
+        "the same addresses after the restart"
+    );
     assert_eq!(
         published_port(&lb, 6443),
         Some(port),
@@ -228,7 +232,11 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     assert_eq!(answer.body.trim(), "ok");
     let mut current = haproxy_backends(&haproxy_config(&lb));
     current.sort();
-    assert_eq!(current, backends(&["cp0", "cp1", "cp2"]), "the same backends");
+    assert_eq!(
+        current,
+        backends(&["cp0", "cp1", "cp2"]),
+        "the same backends"
+    );
     timings.push((
         "restart: stopped, started in reverse, every Node Ready".into(),
         back,
