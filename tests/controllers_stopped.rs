@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use capd::docker::ContainerRuntime;
 use capd_e2e::*;
 use kube::api::DynamicObject;
 use serde_json::json;
