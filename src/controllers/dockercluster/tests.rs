@@ -354,12 +354,55 @@ mod scenarios {
         let ctx = test_context(fake.clone());
         let dc = provisioned(&ctx).await;
         let old_id = lb(&fake).id;
+        let (old_ip, old_port) = (lb(&fake).networks["kind"], lb(&fake).host_port(6443));
         fake.delete_container("c1-lb").await.unwrap();
         let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
         assert_ne!(lb(&fake).id, old_id);
         assert_eq!(
             ensured.note.as_deref(),
             Some("Load balancer container c1-lb was missing; created it again")
+        );
+        assert_eq!(lb(&fake).networks["kind"], old_ip, "the same pinned address");
+        assert_eq!(lb(&fake).host_port(6443), old_port, "the same pinned host port");
+    }
+
+    #[tokio::test]
+    async fn a_stopped_load_balancer_whose_host_port_was_taken_comes_back_on_the_next_one() {
+        use crate::docker::RuntimeError;
+        use crate::docker::fake::Op;
+        use crate::docker::pinning::{PINNED_PORTS, pinned_host_port};
+
+        let fake = fake();
+        let ctx = test_context(fake.clone());
+        let dc = provisioned(&ctx).await;
+        let before = lb(&fake);
+        let old_port = before.host_port(6443).unwrap();
+        assert!(PINNED_PORTS.contains(&old_port), "{old_port}");
+
+        // While it was stopped, something else bound its host port: the engine refuses to start
+        // it, and to start a new container asking for the same port.
+        let taken = || {
+            RuntimeError::from_status(
+                "start container c1-lb",
+                500,
+                format!("driver failed programming external connectivity on endpoint c1-lb: Bind for 127.0.0.1:{old_port} failed: port is already allocated"),
+            )
+        };
+        fake.stop_container("c1-lb");
+        fake.fail_next(Op::StartContainer, taken());
+        fake.fail_next(Op::RunContainer, taken());
+        let ensured = infra::ensure(&ctx, &dc, "c1", None).await.unwrap();
+
+        let after = lb(&fake);
+        assert!(after.running);
+        assert_ne!(after.id, before.id, "a new container");
+        let new_port = pinned_host_port("c1-lb", 6443, 1);
+        assert_eq!(after.host_port(6443), Some(new_port));
+        assert_eq!(after.networks["kind"], before.networks["kind"], "the same address");
+        assert_eq!(ensured.ip, before.networks["kind"].ipv4.unwrap().to_string());
+        assert_eq!(
+            ensured.note,
+            Some(format!("Load balancer container c1-lb was stopped and its host port is taken; created it again with host port {new_port}"))
         );
     }
 
