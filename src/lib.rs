@@ -8,8 +8,18 @@
 //! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
 //! - [`controllers`]: the DockerCluster, DockerMachine, DockerMachinePool and template controllers.
 //! - [`gardener`]: Gardener's `Infrastructure` extension for type `docker` (behind a manager flag).
-//! - [`manager`]: process wiring: flags, telemetry, health, metrics, leader election.
+//! - [`runtime`]: what the controllers, webhooks and Gardener extension share: the controller
+//!   [`Context`](runtime::Context) and task type, the Kubernetes client builder, error chains,
+//!   metrics, readiness and feature gates.
+//! - [`serving`]: listeners and TLS shared by the diagnostics and webhook servers.
 //! - [`webhooks`]: the HTTPS conversion, defaulting and validation webhooks.
+//! - [`manager`]: the process wiring on top: flags, logging set-up, start-up checks, the servers,
+//!   leader election.
+//!
+//! Layers, each importing only those below it: [`api`], [`bootstrap`], [`docker`] and [`serving`]
+//! at the bottom; then [`runtime`]; then [`controllers`], [`gardener`] and [`webhooks`]; then
+//! [`manager`], which only the `manager` binary (`main`) imports. `tests/layering.rs` fails when
+//! anything below the manager imports it.
 
 pub mod api;
 pub mod bootstrap;
@@ -19,5 +29,6 @@ pub mod docker;
 mod fuzz;
 pub mod gardener;
 pub mod manager;
+pub mod runtime;
 pub mod serving;
 pub mod webhooks;

@@ -5,7 +5,8 @@
 
 use std::process::ExitCode;
 
-use capd::manager::{self, Args, error_chain, telemetry};
+use capd::manager::{self, Args, telemetry};
+use capd::runtime::error_chain;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 

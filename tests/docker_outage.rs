@@ -96,7 +96,7 @@ async fn a_hung_engine_fails_calls_at_the_request_timeout_instead_of_holding_the
     let error = held.unwrap_err();
     assert!(error.is_unreachable(), "{error}");
     assert!(
-        capd::manager::error_chain(&error).contains("no answer within 1s"),
+        capd::runtime::error_chain(&error).contains("no answer within 1s"),
         "{error}"
     );
 }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use capd::manager::{self, Args, ControllerTask, RunError, Wiring};
+use capd::manager::{self, Args, RunError, Wiring};
+use capd::runtime::{ControllerTask, error_chain};
 use clap::Parser;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -273,7 +274,7 @@ async fn losing_the_lease_stops_the_controllers_and_fails() {
         "{error:?}"
     );
     assert_eq!(
-        manager::error_chain(&error),
+        error_chain(&error),
         "leader election lost: the Lease is now held by thief_1"
     );
     assert_eq!(
@@ -307,7 +308,7 @@ async fn a_leader_that_cannot_renew_within_the_deadline_stops_and_fails() {
         .unwrap()
         .unwrap_err();
     assert_eq!(
-        manager::error_chain(&error),
+        error_chain(&error),
         "leader election lost: could not renew the Lease within 1s"
     );
     // The renew deadline is 1s: no sooner, and not much later (one retry period of slack).
@@ -338,7 +339,7 @@ async fn rejected_credentials_stop_start_up_instead_of_waiting_forever() {
         .unwrap()
         .unwrap()
         .unwrap_err();
-    let message = manager::error_chain(&error);
+    let message = error_chain(&error);
     assert!(
         message.starts_with(&format!(
             "the Kubernetes API server at {}/ rejected the manager's credentials",
@@ -484,7 +485,7 @@ async fn an_unreachable_docker_engine_stops_start_up_with_a_clear_error() {
         .unwrap()
         .unwrap_err();
     assert_eq!(
-        manager::error_chain(&error),
+        error_chain(&error),
         "cannot use the container engine: connect to unix:///var/run/docker.sock: connection refused"
     );
     assert!(
@@ -573,7 +574,7 @@ async fn a_port_in_use_is_a_start_up_error_naming_it() {
         .unwrap()
         .unwrap_err();
     assert!(
-        manager::error_chain(&error).starts_with(&format!("cannot listen on 127.0.0.1:{port}: ")),
+        error_chain(&error).starts_with(&format!("cannot listen on 127.0.0.1:{port}: ")),
         "{error:?}"
     );
 }

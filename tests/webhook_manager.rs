@@ -186,7 +186,7 @@ async fn an_unusable_certificate_stops_the_start() {
         .unwrap()
         .unwrap()
         .unwrap_err();
-    let chain = manager::error_chain(&error);
+    let chain = capd::runtime::error_chain(&error);
     assert!(
         chain.starts_with(
             "failed to load the webhook serving certificate: failed to find a PEM certificate in "

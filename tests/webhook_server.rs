@@ -490,7 +490,7 @@ async fn missing_certificates_stop_the_start_with_the_file_named() {
     .await
     .expect_err("no certificate, no server");
     assert!(matches!(error, WebhookError::Certificate(_)), "{error:?}");
-    let chain = capd::manager::error_chain(&error);
+    let chain = capd::runtime::error_chain(&error);
     assert!(
         chain.starts_with("failed to load the webhook serving certificate: failed to read ")
             && chain.contains(&dir.path().join("tls.crt").display().to_string()),
@@ -513,6 +513,6 @@ async fn missing_certificates_stop_the_start_with_the_file_named() {
     })
     .await
     .expect_err("a key of another certificate is refused");
-    let chain = capd::manager::error_chain(&error);
+    let chain = capd::runtime::error_chain(&error);
     assert!(chain.contains("failed to pair the key in"), "{chain}");
 }

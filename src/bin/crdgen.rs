@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use capd::api::crd;
-use capd::manager::error_chain;
+use capd::runtime::error_chain;
 
 /// Folder of the generated CRDs, relative to the crate root.
 const BASES: &str = "config/crd/bases";

@@ -24,7 +24,6 @@ use crate::api::capi::{Cluster, Machine, MachinePool, label_value};
 use crate::api::v1beta2::{DevCluster, DockerCluster};
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
-use crate::manager;
 
 /// The caches of the objects the controllers read, filled by their watches.
 #[derive(Clone)]
@@ -43,8 +42,9 @@ pub struct Stores {
 
 /// Everything a reconcile needs besides the object itself.
 pub struct Context {
-    /// The manager's context: client, Event recorder, metrics, readiness, flag values.
-    pub manager: Arc<manager::Context>,
+    /// The context the manager shares with every controller ([`crate::runtime::Context`]):
+    /// client, Event recorder, metrics, readiness, flag values.
+    pub manager: Arc<crate::runtime::Context>,
     /// The container engine.
     pub runtime: Arc<dyn ContainerRuntime>,
     /// Watched objects.
@@ -273,14 +273,14 @@ impl Context {
                     controller,
                     object = %super::meta::key(object.meta()),
                     category = error.category(),
-                    error = %crate::manager::error_chain(error),
+                    error = %crate::runtime::error_chain(error),
                     "Reconcile failed"
                 );
                 self.event(
                     object,
                     EventKind::Warning,
                     &event_reason(error.category()),
-                    crate::manager::error_chain(error),
+                    crate::runtime::error_chain(error),
                 )
                 .await;
             }
@@ -315,7 +315,7 @@ impl Context {
             tracing::debug!(
                 object = reference.name.as_deref().unwrap_or_default(),
                 reason,
-                error = %crate::manager::error_chain(&error),
+                error = %crate::runtime::error_chain(&error),
                 "Publishing an Event failed"
             );
         }

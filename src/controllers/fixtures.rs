@@ -388,7 +388,7 @@ pub fn test_context(runtime: crate::docker::FakeRuntime) -> crate::controllers::
     use crate::controllers::context::{Context, Stores};
     use crate::controllers::tasks::TaskRegistry;
     use crate::controllers::workload::WorkloadClients;
-    use crate::manager::{Concurrency, ControllerConfig, FeatureGates, Metrics, Readiness};
+    use crate::runtime::{Concurrency, ControllerConfig, FeatureGates, Metrics, Readiness};
 
     let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
@@ -410,7 +410,7 @@ pub fn test_context(runtime: crate::docker::FakeRuntime) -> crate::controllers::
         workload_client_qps: 20.0,
         workload_client_burst: 30,
     };
-    let manager = crate::manager::Context::new(
+    let manager = crate::runtime::Context::new(
         client,
         Metrics::new(),
         Readiness::new(),

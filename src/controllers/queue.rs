@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::manager::Metrics;
+use crate::runtime::Metrics;
 
 /// The pending objects of one controller, published as its `workqueue_depth`.
 pub struct QueueDepth<K>

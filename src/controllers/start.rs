@@ -37,7 +37,7 @@ use crate::api::v1beta2::{
 };
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
-use crate::manager::{self, ControllerTask, error_chain};
+use crate::runtime::{ControllerTask, Readiness, error_chain};
 
 mod pools;
 
@@ -133,7 +133,7 @@ where
 
 /// Marks `name` ready on `/readyz` once every watch in `synced` has listed its objects.
 async fn ready_when_synced(
-    readiness: manager::Readiness,
+    readiness: Readiness,
     name: &'static str,
     synced: Vec<watch::Receiver<bool>>,
 ) {
@@ -188,7 +188,7 @@ where
 
 /// Builds the controllers and their watches once this process leads.
 pub fn start(
-    manager: Arc<manager::Context>,
+    manager: Arc<crate::runtime::Context>,
     runtime: Arc<dyn ContainerRuntime>,
     stop: CancellationToken,
 ) -> Vec<ControllerTask> {

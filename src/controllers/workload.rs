@@ -10,7 +10,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use super::error::{Error, Result};
-use crate::manager::apiserver::build_client;
+use crate::runtime::client::build_client;
 
 /// Key of the kubeconfig in the Secret.
 pub const KUBECONFIG_KEY: &str = "value";

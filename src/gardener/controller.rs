@@ -25,8 +25,8 @@ use super::infrastructure::Infrastructure;
 use super::session::Session;
 use super::trigger::{Mode, Triggers};
 use crate::docker::ContainerRuntime;
-use crate::manager::leader::lease_namespace;
-use crate::manager::{Context, ControllerTask, Metrics, Readiness, error_chain};
+use crate::runtime::context::lease_namespace;
+use crate::runtime::{Context, ControllerTask, Metrics, Readiness, error_chain};
 
 /// Name of the controller in metrics, readiness checks and logs.
 pub const CONTROLLER_NAME: &str = "gardener-infrastructure";

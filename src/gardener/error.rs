@@ -11,7 +11,7 @@ use super::operation::{
 };
 use crate::docker::network::NetworkError;
 use crate::docker::{DOCKER_UNREACHABLE, RuntimeError, caused_by_unreachable_engine};
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 
 /// Why a reconcile of an `Infrastructure` failed.
 #[derive(Debug, thiserror::Error)]

@@ -20,7 +20,7 @@ use super::status::{InfrastructureState, InfrastructureStatus, Published};
 use super::step::{Step, gate, has_finalizer, next_step, operation_annotation};
 use super::{OPERATION_MIGRATE, OPERATION_RECONCILE};
 use crate::docker::NetworkInfo;
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 
 /// Why a reconcile runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

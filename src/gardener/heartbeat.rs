@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 
 /// Name of the Lease (Gardener's `HeartBeatResourceName`).
 pub const LEASE_NAME: &str = "gardener-extension-heartbeat";

@@ -5,8 +5,8 @@
 //! `spec.type: docker` this controller creates or adopts the shoot's Docker network and reports it
 //! in the status (`providerStatus`, `nodesCIDR`, `lastOperation`, `lastError`,
 //! `observedGeneration`, `state`). The manager runs it when `--controllers` names
-//! `gardener-infrastructure` (or with `--gardener-infrastructure`), alone or next to the Cluster API
-//! controllers (see [`crate::manager::wiring`]).
+//! `gardener-infrastructure` (or with `--gardener-infrastructure`), alone or next to the Cluster
+//! API controllers.
 //!
 //! It behaves as Gardener's generic infrastructure reconciler (gardener/gardener
 //! `extensions/pkg/controller/infrastructure/reconciler.go`) wrapped in its

@@ -1,20 +1,16 @@
-//! Talking to the management cluster at start-up: the client (rate limit, user agent), the
-//! reachability check, and the wait until our CRDs are served.
+//! Talking to the management cluster at start-up: the kubeconfig, the reachability check, and the
+//! wait until our CRDs are served. The client itself is built by [`crate::runtime::client`].
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use http::{HeaderName, HeaderValue};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
-use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio_util::sync::CancellationToken;
 
-use super::ratelimit::RateLimitLayer;
-
-/// User agent of every request the manager sends.
-pub const USER_AGENT: &str = "capd-rs-controller-manager";
+use crate::runtime::client::ClientError;
+use crate::runtime::error_chain;
 
 /// The API group and version our CRDs are served at.
 pub const INFRASTRUCTURE_GROUP_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
@@ -92,14 +88,8 @@ pub enum ApiServerError {
     #[error("find Kubernetes credentials (pass --kubeconfig, set KUBECONFIG, or run in a pod)")]
     Infer(#[source] kube::config::InferConfigError),
     /// The HTTP client could not be built (TLS material, proxy).
-    #[error("build the Kubernetes client for {url}")]
-    Client {
-        /// The API server URL.
-        url: String,
-        /// Why.
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Client(#[from] ClientError),
     /// The API server did not answer `/version`.
     #[error("cannot reach the Kubernetes API server at {url}")]
     Unreachable {
@@ -144,18 +134,6 @@ pub async fn load_config(kubeconfig: Option<&Path>) -> Result<Config, ApiServerE
             path: path.to_owned(),
             source,
         })
-}
-
-/// Builds the client: our user agent, and client-go's token-bucket limit (`qps`, `burst`).
-pub fn build_client(mut config: Config, qps: f32, burst: u32) -> Result<Client, ApiServerError> {
-    let url = config.cluster_url.to_string();
-    config.headers.push((
-        HeaderName::from_static("user-agent"),
-        HeaderValue::from_static(USER_AGENT),
-    ));
-    let builder =
-        ClientBuilder::try_from(config).map_err(|source| ApiServerError::Client { url, source })?;
-    Ok(builder.with_layer(&RateLimitLayer::new(qps, burst)).build())
 }
 
 /// Asks the API server for its version; the error names the URL.
@@ -227,7 +205,7 @@ pub async fn wait_for_crds(
                 }
                 Err(error) => waiting_for.push(format!(
                     "{group_version}: discovery failed: {}",
-                    super::telemetry::error_chain(&error)
+                    error_chain(&error)
                 )),
             }
         }
@@ -263,7 +241,7 @@ pub async fn missing_optional_resources(client: &Client, table: &[ResourceTable]
             ),
             Err(error) => missing.push(format!(
                 "{group_version} (discovery failed: {})",
-                super::telemetry::error_chain(&error)
+                error_chain(&error)
             )),
         }
     }
@@ -273,6 +251,7 @@ pub async fn missing_optional_resources(client: &Client, table: &[ResourceTable]
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::client::build_client;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 
     fn served(names: &[&str]) -> APIResourceList {
@@ -309,33 +288,6 @@ mod tests {
         assert_eq!(
             missing_resources(capi, &served(&["clusters", "machinesets"])),
             ["machines"]
-        );
-    }
-
-    #[tokio::test]
-    async fn the_client_sends_our_user_agent() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let server = tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = vec![0; 4096];
-            let n = socket.read(&mut request).await.unwrap();
-            let body = r#"{"major":"1","minor":"34","gitVersion":"v1.34.0","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":""}"#;
-            let response = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            socket.write_all(response.as_bytes()).await.unwrap();
-            String::from_utf8_lossy(&request[..n]).to_lowercase()
-        });
-        let client = build_client(Config::new(url.parse().unwrap()), 10.0, 10).unwrap();
-        assert_eq!(check_reachable(&client, &url).await.unwrap(), "v1.34.0");
-        let request = server.await.unwrap();
-        assert!(request.starts_with("get /version"), "{request}");
-        assert!(
-            request.contains("user-agent: capd-rs-controller-manager"),
-            "{request}"
         );
     }
 

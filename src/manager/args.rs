@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
 
-use super::feature_gates::{FeatureGates, parse_go_bool};
 use super::wiring::ControllerSet;
 use crate::api::duration::parse_go_duration;
+use crate::runtime::feature_gates::{FeatureGates, parse_go_bool};
 use crate::serving::{ListenAddr, TlsMinVersion};
 
 /// Why a flag value was rejected (beyond what clap itself checks).

@@ -4,7 +4,7 @@ use clap::CommandFactory;
 use clap::error::ErrorKind;
 
 use super::*;
-use crate::manager::feature_gates::Feature;
+use crate::runtime::feature_gates::Feature;
 
 fn parse(flags: &[&str]) -> Args {
     let argv = std::iter::once("manager").chain(flags.iter().copied());
@@ -164,7 +164,7 @@ fn booleans_take_the_go_forms() {
 
 #[test]
 fn boolean_flags_and_feature_gates_read_the_same_spellings() {
-    use crate::manager::feature_gates::FeatureGates;
+    use crate::runtime::feature_gates::FeatureGates;
     let candidates = [
         "1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False", "yes",
         "tRUE", "on", "2",

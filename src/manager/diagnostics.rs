@@ -23,8 +23,8 @@ use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::metrics::{self, Metrics};
-use super::telemetry::error_chain;
+use crate::runtime::error_chain;
+use crate::runtime::metrics::{self, Metrics};
 use crate::serving::TlsListener;
 
 /// The only path served, and the one access reviews ask about.

@@ -15,9 +15,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 /// The Lease CAPD uses, so a Go CAPD and this manager never lead at the same time.
 pub const LEASE_NAME: &str = "controller-leader-election-capd";
 
-/// Namespace of the Lease when `POD_NAMESPACE` is not set.
-pub const DEFAULT_LEASE_NAMESPACE: &str = "capd-system";
-
 /// client-go's jitter factor: candidates wait between 1 and 1.2 retry periods.
 pub const JITTER_FACTOR: f64 = 1.2;
 
@@ -100,13 +97,6 @@ impl LeaderElectionConfig {
             retry_period,
         })
     }
-}
-
-/// The Lease's namespace: `POD_NAMESPACE` if set and not empty, else `capd-system`.
-pub fn lease_namespace(pod_namespace: Option<String>) -> String {
-    pod_namespace
-        .filter(|ns| !ns.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_LEASE_NAMESPACE.to_owned())
 }
 
 /// Our `holderIdentity`: the pod name (else the host name) plus a random suffix, so two

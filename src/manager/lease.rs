@@ -16,8 +16,7 @@ use super::leader::{
     Decision, JITTER_FACTOR, LeaderElectionConfig, LeaseRecord, Observation, decide, next_record,
     observe, released, renew_deadline_passed,
 };
-use super::metrics::Metrics;
-use super::telemetry::error_chain;
+use crate::runtime::{Metrics, error_chain};
 
 /// Why leadership ended or an attempt failed.
 #[derive(Debug, thiserror::Error)]
@@ -166,12 +165,12 @@ impl LeaderElector {
             identity = %self.config.identity,
             "Attempting to acquire leader election Lease"
         );
-        self.metrics.set_leader(false);
+        self.metrics.set_leader(&self.config.name, false);
         let mut last_holder = String::new();
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(Attempt::Leading) => {
-                    self.metrics.set_leader(true);
+                    self.metrics.set_leader(&self.config.name, true);
                     return true;
                 }
                 Ok(Attempt::Standby { holder }) => {
@@ -209,7 +208,7 @@ impl LeaderElector {
             match attempt {
                 Ok(Ok(Attempt::Leading)) => last_renewed = Instant::now(),
                 Ok(Ok(Attempt::Standby { holder })) => {
-                    self.metrics.set_leader(false);
+                    self.metrics.set_leader(&self.config.name, false);
                     return Err(LeaseError::Lost {
                         reason: format!("the Lease is now held by {holder}"),
                     });
@@ -224,7 +223,7 @@ impl LeaderElector {
                 Instant::now().into_std(),
                 self.config.renew_deadline,
             ) {
-                self.metrics.set_leader(false);
+                self.metrics.set_leader(&self.config.name, false);
                 return Err(LeaseError::Lost {
                     reason: format!(
                         "could not renew the Lease within {}",
@@ -238,7 +237,7 @@ impl LeaderElector {
     /// Gives the Lease up if we still hold it, so a successor takes over at once. Best effort:
     /// failures are logged, the Lease then simply expires.
     pub async fn release(&mut self) {
-        self.metrics.set_leader(false);
+        self.metrics.set_leader(&self.config.name, false);
         let result = async {
             let Some(mut lease) = self
                 .api

@@ -1,17 +1,22 @@
-//! Process wiring of the manager: flags, telemetry, health and metrics endpoints, leader election,
-//! and the [`Context`] the controllers share.
+//! Process wiring of the manager, the top layer: flags, logging set-up, start-up checks, the
+//! health, diagnostics and webhook servers, leader election, and the order everything stops in.
 //!
 //! `main` parses [`Args`], calls [`telemetry::init`], installs [`spawn_signal_handler`] and awaits
-//! [`run`] with a [`Wiring`]: the Docker engine check and the function that builds the
+//! [`run()`] with a [`Wiring`]: the Docker engine check and the function that builds the
 //! controllers once this process leads. [`wiring()`] builds it for the controllers `--controllers`
 //! names ([`ControllerSet`]); `run` reads the same set to wait only for their CRDs.
+//!
+//! What the controllers share with the manager (the [`Context`](crate::runtime::Context),
+//! metrics, readiness, the client builder, error chains) lives below in [`crate::runtime`]; the
+//! manager imports it, and nothing below the manager imports the manager.
 //!
 //! How a controller plugs in (each one requires its readiness check before it starts, marks it
 //! once its watches have synced, and returns when `stop` is cancelled):
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use capd::manager::{Context, ControllerTask, Wiring};
+//! use capd::manager::Wiring;
+//! use capd::runtime::{Context, ControllerTask};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let wiring = Wiring {
@@ -35,25 +40,13 @@
 
 pub mod apiserver;
 pub mod args;
-pub mod context;
 pub mod diagnostics;
-pub mod feature_gates;
-pub mod health;
 pub mod leader;
 pub mod lease;
-pub mod metrics;
-pub mod ratelimit;
 pub mod run;
 pub mod telemetry;
 pub mod wiring;
 
 pub use args::Args;
-pub use context::{Concurrency, Context, ControllerConfig};
-pub use feature_gates::{Feature, FeatureGates};
-pub use health::Readiness;
-pub use metrics::{Metrics, ReconcileTimer};
-pub use run::{
-    ControllerTask, EngineCheck, RunError, StartControllers, Wiring, run, spawn_signal_handler,
-};
-pub use telemetry::error_chain;
+pub use run::{EngineCheck, RunError, StartControllers, Wiring, run, spawn_signal_handler};
 pub use wiring::{ControllerSet, wiring};

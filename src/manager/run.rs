@@ -11,14 +11,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::apiserver::{self, ApiServerError, CrdWait, ResourceTable};
 use super::args::Args;
-use super::context::{Concurrency, Context, ControllerConfig};
 use super::diagnostics::{self, AccessReviewer, Security};
-use super::feature_gates::Feature;
-use super::health::{self, Readiness};
 use super::leader::{self, LeaderConfigError, LeaderElectionConfig};
 use super::lease::{LeaderElector, LeaseError};
-use super::metrics::Metrics;
-use super::telemetry::error_chain;
+use crate::runtime::client::build_client;
+use crate::runtime::context::lease_namespace;
+use crate::runtime::feature_gates::Feature;
+use crate::runtime::health::{self, Readiness};
+use crate::runtime::{
+    Concurrency, Context, ControllerConfig, ControllerTask, Metrics, error_chain,
+};
 use crate::serving::ListenError;
 use crate::serving::tls::{self, TlsError};
 use crate::webhooks::{self, WebhookError, WebhookServer};
@@ -36,16 +38,6 @@ pub const SERVER_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The `/readyz` check the manager itself requires: the CRDs its controllers watch are served.
 pub const CRDS_CHECK: &str = "crds";
-
-/// One controller's run future, named for logs and errors. The future must return once the
-/// cancellation token given to [`StartControllers`] is cancelled; returning earlier stops the
-/// manager with an error.
-pub struct ControllerTask {
-    /// Controller name, as in metrics labels (`dockermachine`).
-    pub name: &'static str,
-    /// Runs the controller.
-    pub future: BoxFuture<'static, ()>,
-}
 
 /// Builds the controllers once this process leads. Called once; it should `require` each
 /// controller's readiness check on `context.readiness` before returning.
@@ -162,7 +154,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     let instance = pod_name.clone().or_else(hostname);
     let leader_config = if leader_elect {
         Some(LeaderElectionConfig::new(
-            leader::lease_namespace(env_var("POD_NAMESPACE")),
+            lease_namespace(env_var("POD_NAMESPACE")),
             leader::holder_identity(pod_name, hostname()),
             leader_elect_lease_duration,
             leader_elect_renew_deadline,
@@ -213,7 +205,8 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
 
     let config = apiserver::load_config(kubeconfig.as_deref()).await?;
     let url = config.cluster_url.to_string();
-    let client = apiserver::build_client(config, kube_api_qps, kube_api_burst)?;
+    let client =
+        build_client(config, kube_api_qps, kube_api_burst).map_err(ApiServerError::Client)?;
     let version = apiserver::check_reachable(&client, &url).await?;
     tracing::info!(url = %url, version = %version, "Kubernetes API server is reachable");
 

@@ -10,13 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::apiserver::{CLUSTER_API_RESOURCES, GARDENER_RESOURCES, ResourceTable};
 use super::args::ArgsError;
-use super::context::Context;
-use super::run::{ControllerTask, EngineCheck, Wiring};
-use super::telemetry::error_chain;
+use super::run::{EngineCheck, Wiring};
 use crate::controllers::UNPRIVILEGED_ENV;
 use crate::docker::counting::{COUNT_ENV, CountingRuntime};
 use crate::docker::monitor::{EngineReport, EngineWatcher, monitor};
 use crate::docker::{ContainerRuntime, DockerEngine};
+use crate::runtime::{Context, ControllerTask, error_chain};
 
 /// `--controllers` name of the Cluster API controllers (DockerCluster, DockerMachine,
 /// DockerMachinePool, DockerMachineTemplate and the Dev* kinds) and their webhooks.

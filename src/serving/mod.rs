@@ -1,6 +1,6 @@
 //! What the manager's HTTP servers share: listen addresses in the Go form of CAPD's flags, and
 //! TLS (the version floor, the diagnostics endpoint's self-signed certificate, the listener that
-//! completes handshakes). The diagnostics endpoint (`crate::manager`) and the webhook server
+//! completes handshakes). The manager's diagnostics endpoint and the webhook server
 //! (`crate::webhooks`) both build on it; neither imports the other's.
 
 pub mod listen;

@@ -15,7 +15,7 @@ use super::review::{
 use super::rules::{self, Context};
 use super::{Endpoint, Kind, Reply, Settings};
 use crate::api::{GROUP, v1beta2};
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 
 /// Why an admission request could not be judged (answered as a 400 denial).
 #[derive(Debug, thiserror::Error)]

@@ -14,7 +14,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 use crate::serving::tls::{TlsMinVersion, server_config_builder};
 
 /// How often the certificate files are checked for changes.

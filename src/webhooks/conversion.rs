@@ -9,7 +9,7 @@ use super::review::{
     CONVERSION_API_VERSION, ConversionRequest, ConversionReviewRequest, ConversionReviewResponse,
 };
 use crate::api::conversion::{ConversionError, convert_object};
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 
 /// Why a conversion review could not be answered.
 #[derive(Debug, thiserror::Error)]

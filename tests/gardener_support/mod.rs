@@ -12,7 +12,7 @@ use capd::docker::{ContainerRuntime, DockerEngine};
 use capd::gardener::cluster::{Cluster, ClusterSpec};
 use capd::gardener::trigger::Mode;
 use capd::gardener::{Infrastructure, InfrastructureContext, InfrastructureStatus};
-use capd::manager::{Metrics, Readiness};
+use capd::runtime::{Metrics, Readiness};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};

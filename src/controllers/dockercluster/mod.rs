@@ -26,7 +26,7 @@ use super::unsupported;
 use crate::api::DOCKER_CLUSTER_FINALIZER;
 use crate::api::capi::Cluster;
 use crate::api::v1beta2::{DockerCluster, DockerClusterStatus};
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 
 /// Name of the controller in metrics and logs.
 pub const CONTROLLER: &str = "dockercluster";

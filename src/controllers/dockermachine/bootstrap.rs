@@ -18,7 +18,7 @@ use crate::controllers::runner::{
 };
 use crate::controllers::tasks::{Progress, TaskFailure, TaskResult};
 use crate::docker::{ContainerRuntime, ExecOutput, ExecRequest};
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 
 /// The longest a read of the runner's status waits inside the node for the runner to end: a
 /// bootstrap that runs on is read (and its progress reported) this often. Also the pause after a

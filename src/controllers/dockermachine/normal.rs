@@ -34,7 +34,7 @@ use crate::docker::node::{
     FAILURE_DOMAIN_LABEL, IpFamily, addresses_on_network, create_node, inspect_node, is_running,
     provider_id,
 };
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 
 /// One reconcile's working state: the object with the status being built.
 struct Work<'a> {

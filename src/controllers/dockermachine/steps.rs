@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::controllers::tasks::{Progress, TaskFailure, TaskResult};
 use crate::docker::ContainerRuntime;
 use crate::docker::node::{preload_image, wait_for_multi_user};
-use crate::manager::error_chain;
+use crate::runtime::error_chain;
 
 /// How long the node's init may take to reach the multi-user target (CAPD: 30 s per attempt).
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(30);

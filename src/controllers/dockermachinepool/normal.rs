@@ -25,7 +25,7 @@ use crate::docker::node::{
     MACHINE_POOL_LABEL, NodeRole, NodeSpec, cluster_selector, create_node, machine_container_name,
 };
 use crate::docker::types::ContainerSummary;
-use crate::manager::context::WATCH_FILTER_LABEL;
+use crate::runtime::context::WATCH_FILTER_LABEL;
 
 /// How soon to look again while instances wait for core to make their Machines.
 const MACHINES_RETRY: Duration = Duration::from_secs(5);

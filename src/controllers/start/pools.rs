@@ -22,7 +22,7 @@ use crate::controllers::watches::{
     docker_machine_to_pool, log_invalid, machine_pool_fingerprint,
     machine_pool_to_docker_machine_pool,
 };
-use crate::manager::ControllerTask;
+use crate::runtime::ControllerTask;
 
 /// The subscriptions the DockerMachinePool controller reads.
 pub(super) struct PoolEvents {

@@ -137,7 +137,7 @@ fn queue_depth_and_leadership_are_gauges() {
     let metrics = Metrics::new();
     assert!(!metrics.render().contains("leader_election_master_status"));
     metrics.set_queue_depth("dockercluster", 7);
-    metrics.set_leader(true);
+    metrics.set_leader("controller-leader-election-capd", true);
     let text = metrics.render();
     assert_eq!(
         value_of(
@@ -163,7 +163,7 @@ fn exposition_declares_each_family_once_before_its_samples() {
     metrics
         .reconcile_started("dockermachine")
         .finish(Err("docker"));
-    metrics.set_leader(false);
+    metrics.set_leader("controller-leader-election-capd", false);
     let text = metrics.render();
     let mut declared: Vec<&str> = Vec::new();
     for line in lines(&text) {

@@ -175,7 +175,7 @@ impl fmt::Display for FeatureGates {
 /// A boolean as Go's `strconv.ParseBool` reads it: `1`, `t`, `T`, `TRUE`, `true`, `True` and
 /// their `0`/`f`/`false` counterparts, nothing else (no spaces, no `yes`). The one parser of the
 /// manager's boolean flags and feature gate values.
-pub(super) fn parse_go_bool(value: &str) -> Option<bool> {
+pub(crate) fn parse_go_bool(value: &str) -> Option<bool> {
     match value {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),

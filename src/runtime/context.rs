@@ -1,10 +1,12 @@
-//! The state shared by every controller as `Arc<Context>`.
+//! The state shared by every controller as `Arc<Context>`, the [`ControllerTask`] each controller
+//! runs as, and the namespace the process's Leases live in.
 //!
-//! The container runtime is not here yet: the Docker backend adds a field of its own type when
-//! the controllers land, so the context never holds a placeholder.
+//! The container runtime is not here: the Cluster API controllers and the Gardener extension
+//! keep it in contexts of their own, built from this one.
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
@@ -17,6 +19,27 @@ pub const EVENT_REPORTER: &str = "capd-rs-controller-manager";
 
 /// The label that `--watch-filter` selects on.
 pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+
+/// Namespace of the process's Leases when `POD_NAMESPACE` is not set.
+pub const DEFAULT_LEASE_NAMESPACE: &str = "capd-system";
+
+/// The namespace of the Leases this process holds (leader election, Gardener's heartbeat):
+/// `POD_NAMESPACE` if set and not empty, else `capd-system`.
+pub fn lease_namespace(pod_namespace: Option<String>) -> String {
+    pod_namespace
+        .filter(|ns| !ns.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_LEASE_NAMESPACE.to_owned())
+}
+
+/// One controller's run future, named for logs and errors. The future must return once the
+/// cancellation token it was started with is cancelled; returning earlier stops the manager with
+/// an error.
+pub struct ControllerTask {
+    /// Controller name, as in metrics labels (`dockermachine`).
+    pub name: &'static str,
+    /// Runs the controller.
+    pub future: BoxFuture<'static, ()>,
+}
 
 /// Worker limits per controller (`--*-concurrency`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +156,13 @@ mod tests {
             workload_client_qps: 20.0,
             workload_client_burst: 30,
         }
+    }
+
+    #[test]
+    fn leases_live_in_the_pod_namespace_else_in_capd_system() {
+        assert_eq!(lease_namespace(None), "capd-system");
+        assert_eq!(lease_namespace(Some(String::new())), "capd-system");
+        assert_eq!(lease_namespace(Some("capd-rs".into())), "capd-rs");
     }
 
     #[test]

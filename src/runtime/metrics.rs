@@ -18,9 +18,6 @@ use prometheus_client::registry::Registry;
 
 use crate::docker::Engine;
 
-/// The leader election Lease name, as the `name` label of the leader gauge.
-const LEASE_LABEL: &str = super::leader::LEASE_NAME;
-
 /// Upper bounds (seconds) of the reconcile duration histogram buckets.
 pub const RECONCILE_BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
@@ -51,7 +48,7 @@ struct Families {
     active_workers: Family<Labels<1>, Gauge>,
     max_concurrent: Family<Labels<1>, Gauge>,
     queue_depth: Family<Labels<2>, Gauge>,
-    leader: Family<Labels<1>, Gauge>,
+    leader: Family<[(&'static str, String); 1], Gauge>,
     docker_engine_up: Family<Labels<0>, Gauge>,
     docker_engine_outages: Family<Labels<0>, Counter>,
     docker_engine_info: Family<[(&'static str, String); 2], Gauge>,
@@ -216,11 +213,12 @@ impl Metrics {
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
-    /// Publishes whether this process holds the leader election Lease.
-    pub fn set_leader(&self, leading: bool) {
+    /// Publishes whether this process holds the leader election Lease named `lease` (its `name`
+    /// label).
+    pub fn set_leader(&self, lease: &str, leading: bool) {
         self.families
             .leader
-            .get_or_create(&[("name", LEASE_LABEL)])
+            .get_or_create(&[("name", lease.to_owned())])
             .set(i64::from(leading));
     }
 
