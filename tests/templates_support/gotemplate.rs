@@ -1,150 +1,87 @@
-//! The Go template subset ClusterClass inline patches use (`enabledIf`, `valueFrom.template`):
-//! text, `{{ .field.path }}`, literals, pipes, `if`/`else`/`end`, and the functions `eq`, `ne`,
-//! `not`, `replace` (sprig's `replace OLD NEW STRING`) and `semverCompare` (one comparison:
-//! `<`, `<=`, `>`, `>=`, `=`, `!=`). Anything else is an error naming what was not understood, so a
-//! patch this module cannot render fails the test instead of passing unrendered.
+//! ClusterClass inline patches (`enabledIf`, `valueFrom.template`) rendered as Cluster API does:
+//! Go's `text/template` (the provider's own implementation, the one its haproxy templates use)
+//! over the variables as JSON, a missing key printing `<no value>`, plus the two sprig functions
+//! the patches call: `replace` (`replace OLD NEW STRING`) and `semverCompare` (one comparison:
+//! `<`, `<=`, `>`, `>=`, `=`, `!=`). Any other function is an error naming it, so a patch that
+//! cannot be rendered fails the test instead of passing unrendered.
 
-use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use capd::docker::loadbalancer::template::{FuncMap, MissingKey, Template, Value};
+use serde_json::Value as Json;
 
 /// Renders `template` with `data` (the variables and `builtin`), as Cluster API would.
-pub fn render(template: &str, data: &Value) -> Result<String, String> {
-    let mut out = String::new();
-    // One entry per open `if`: whether its branch is being written.
-    let mut open: Vec<(bool, bool)> = Vec::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        let writing = open.iter().all(|(on, _)| *on);
-        if writing {
-            out.push_str(&rest[..start]);
-        }
-        let end = rest[start..]
-            .find("}}")
-            .ok_or_else(|| format!("unclosed action in {template:?}"))?;
-        let action = rest[start + 2..start + end].trim_matches('-').trim();
-        rest = &rest[start + end + 2..];
-        if let Some(condition) = action.strip_prefix("if ") {
-            let on = writing && truthy(&pipeline(condition, data)?);
-            open.push((on, writing));
-        } else if action == "else" {
-            let (on, parent) = open.pop().ok_or("else without if")?;
-            open.push((parent && !on, parent));
-        } else if action == "end" {
-            open.pop().ok_or("end without if")?;
-        } else if writing {
-            out.push_str(&show(&pipeline(action, data)?));
-        }
-    }
-    if !open.is_empty() {
-        return Err(format!("if without end in {template:?}"));
-    }
-    out.push_str(rest);
-    Ok(out)
+pub fn render(template: &str, data: &Json) -> Result<String, String> {
+    Template::parse_with(template, sprig(), MissingKey::Invalid)
+        .and_then(|t| t.render(&value(data)))
+        .map_err(|e| chain(&e))
 }
 
-fn show(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "<no value>".into(),
-        other => other.to_string(),
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text = format!("{text}: {e}");
+        source = e.source();
     }
+    text
 }
 
-fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::String(s) => !s.is_empty(),
-        Value::Number(n) => n.as_f64() != Some(0.0),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
-}
-
-/// Splits an action into words, keeping quoted strings whole.
-fn words(text: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut chars = text.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
-        } else if c == '"' {
-            chars.next();
-            let mut word = String::from('"');
-            loop {
-                match chars.next() {
-                    Some('"') => break,
-                    Some('\\') => word.push(chars.next().ok_or("dangling escape")?),
-                    Some(c) => word.push(c),
-                    None => return Err(format!("unterminated string in {text:?}")),
-                }
-            }
-            words.push(word);
-        } else {
-            let mut word = String::new();
-            while let Some(&c) = chars.peek() {
-                if c.is_whitespace() {
-                    break;
-                }
-                word.push(c);
-                chars.next();
-            }
-            words.push(word);
-        }
-    }
-    Ok(words)
-}
-
-fn pipeline(text: &str, data: &Value) -> Result<Value, String> {
-    let all = words(text)?;
-    let mut value: Option<Value> = None;
-    for command in all.split(|w| w == "|") {
-        value = Some(call(command, value, data)?);
-    }
-    value.ok_or_else(|| format!("empty action {text:?}"))
-}
-
-fn operand(word: &str, data: &Value) -> Result<Value, String> {
-    if let Some(s) = word.strip_prefix('"') {
-        return Ok(Value::String(s.to_string()));
-    }
-    if let Some(path) = word.strip_prefix('.') {
-        let pointer = format!("/{}", path.replace('.', "/"));
-        return Ok(data.pointer(&pointer).cloned().unwrap_or(Value::Null));
-    }
-    match word {
-        "true" => Ok(Value::Bool(true)),
-        "false" => Ok(Value::Bool(false)),
-        _ => word
-            .parse::<i64>()
-            .map(Value::from)
-            .map_err(|_| format!("operand {word:?} is not understood")),
-    }
-}
-
-fn call(command: &[String], piped: Option<Value>, data: &Value) -> Result<Value, String> {
-    let (name, args) = command.split_first().ok_or("empty command")?;
-    if name.starts_with('.') || name.starts_with('"') || (args.is_empty() && piped.is_none()) {
-        return operand(name, data);
-    }
-    let mut args: Vec<Value> = args
-        .iter()
-        .map(|a| operand(a, data))
-        .collect::<Result<_, _>>()?;
-    args.extend(piped);
-    let text = |v: &Value| v.as_str().map(str::to_string).unwrap_or_else(|| show(v));
-    match (name.as_str(), args.as_slice()) {
-        ("eq", [a, b]) => Ok(Value::Bool(a == b)),
-        ("ne", [a, b]) => Ok(Value::Bool(a != b)),
-        ("not", [a]) => Ok(Value::Bool(!truthy(a))),
-        ("replace", [old, new, s]) => Ok(Value::String(text(s).replace(&text(old), &text(new)))),
-        ("semverCompare", [constraint, version]) => {
-            semver_compare(&text(constraint), &text(version)).map(Value::Bool)
-        }
-        _ => Err(format!(
-            "function {name} with {} argument(s) is not understood",
-            args.len()
+/// JSON as template data: objects are maps, numbers integers when they are.
+fn value(json: &Json) -> Value {
+    match json {
+        Json::Null => Value::Nil,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => n
+            .as_i64()
+            .map(Value::Int)
+            .or_else(|| n.as_u64().map(Value::Uint))
+            .unwrap_or_else(|| Value::Float(n.as_f64().unwrap_or_default())),
+        Json::String(s) => Value::from(s.as_str()),
+        Json::Array(items) => Value::List(items.iter().map(value).collect()),
+        Json::Object(map) => Value::Map(Arc::new(
+            map.iter()
+                .map(|(k, v)| (Arc::from(k.as_str()), value(v)))
+                .collect::<BTreeMap<_, _>>(),
         )),
     }
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+}
+
+fn fail(message: String) -> gotmpl::TemplateError {
+    gotmpl::TemplateError::Exec(message)
+}
+
+/// sprig's `replace` and `semverCompare`.
+fn sprig() -> FuncMap {
+    let mut functions = FuncMap::new();
+    functions.insert(
+        "replace".into(),
+        Arc::new(|args: &[Value]| match args {
+            [old, new, s] => Ok(Value::from(text(s).replace(&text(old), &text(new)))),
+            _ => Err(fail(format!(
+                "replace takes 3 arguments, got {}",
+                args.len()
+            ))),
+        }),
+    );
+    functions.insert(
+        "semverCompare".into(),
+        Arc::new(|args: &[Value]| match args {
+            [constraint, version] => semver_compare(&text(constraint), &text(version))
+                .map(Value::Bool)
+                .map_err(fail),
+            _ => Err(fail(format!(
+                "semverCompare takes 2 arguments, got {}",
+                args.len()
+            ))),
+        }),
+    );
+    functions
 }
 
 fn version(text: &str) -> Result<(u64, u64, u64), String> {

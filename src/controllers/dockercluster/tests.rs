@@ -362,8 +362,16 @@ mod scenarios {
             ensured.note.as_deref(),
             Some("Load balancer container c1-lb was missing; created it again")
         );
-        assert_eq!(lb(&fake).networks["kind"], old_ip, "the same pinned address");
-        assert_eq!(lb(&fake).host_port(6443), old_port, "the same pinned host port");
+        assert_eq!(
+            lb(&fake).networks["kind"],
+            old_ip,
+            "the same pinned address"
+        );
+        assert_eq!(
+            lb(&fake).host_port(6443),
+            old_port,
+            "the same pinned host port"
+        );
     }
 
     #[tokio::test]
@@ -385,7 +393,9 @@ mod scenarios {
             RuntimeError::from_status(
                 "start container c1-lb",
                 500,
-                format!("driver failed programming external connectivity on endpoint c1-lb: Bind for 127.0.0.1:{old_port} failed: port is already allocated"),
+                format!(
+                    "driver failed programming external connectivity on endpoint c1-lb: Bind for 127.0.0.1:{old_port} failed: port is already allocated"
+                ),
             )
         };
         fake.stop_container("c1-lb");
@@ -398,11 +408,19 @@ mod scenarios {
         assert_ne!(after.id, before.id, "a new container");
         let new_port = pinned_host_port("c1-lb", 6443, 1);
         assert_eq!(after.host_port(6443), Some(new_port));
-        assert_eq!(after.networks["kind"], before.networks["kind"], "the same address");
-        assert_eq!(ensured.ip, before.networks["kind"].ipv4.unwrap().to_string());
+        assert_eq!(
+            after.networks["kind"], before.networks["kind"],
+            "the same address"
+        );
+        assert_eq!(
+            ensured.ip,
+            before.networks["kind"].ipv4.unwrap().to_string()
+        );
         assert_eq!(
             ensured.note,
-            Some(format!("Load balancer container c1-lb was stopped and its host port is taken; created it again with host port {new_port}"))
+            Some(format!(
+                "Load balancer container c1-lb was stopped and its host port is taken; created it again with host port {new_port}"
+            ))
         );
     }
 

@@ -2,7 +2,7 @@
 //!
 //! - [`LoadBalancerSpec`]: the desired container (pure).
 //! - [`config`]: the haproxy configuration, rendered from the backends (pure).
-//! - [`template`]: the template language of user configuration templates.
+//! - [`template`]: Go's `text/template` (the `gotmpl` crate) for configuration templates, with limits.
 //! - [`apply_config`]: writes a configuration into the container and reloads haproxy safely.
 
 mod apply;

@@ -1,0 +1,3 @@
+module capd-rs/hack/haproxy-golden
+
+go 1.23
