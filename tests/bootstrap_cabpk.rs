@@ -22,25 +22,6 @@ fn options() -> Options {
     }
 }
 
-fn settings() -> ClusterSettings {
-    ClusterSettings {
-        name: "real".into(),
-        endpoint: "10.89.0.2:6443".into(),
-        version: "v1.28.4".into(),
-        pod_subnet: "10.244.0.0/16".into(),
-        service_subnet: "10.96.0.0/12".into(),
-        service_domain: "cluster.local".into(),
-    }
-}
-
-fn discovery(certificates: &ClusterCertificates) -> Discovery {
-    Discovery {
-        api_server_endpoint: "10.89.0.2:6443".into(),
-        token: "abcdef.0123456789abcdef".into(),
-        ca_cert_hash: certificates.ca.spki_hash(),
-    }
-}
-
 /// The YAML documents of a file the plan writes, by kind.
 fn written_documents(plan: &Plan, path: &str) -> Vec<Value> {
     let write = plan
@@ -88,7 +69,11 @@ fn kubeadm_command(plan: &Plan) -> String {
 #[test]
 fn the_first_control_plane_runs_kubeadm_init_with_the_proven_configuration() {
     let certificates = ClusterCertificates::generate();
-    let data = init_control_plane(&settings(), &KubeadmConfigSpec::real_node(), &certificates);
+    let data = init_control_plane(
+        &ClusterSettings::example(),
+        &KubeadmConfigSpec::real_node(),
+        &certificates,
+    );
     let plan = translate(data.as_bytes(), Format::CloudConfig, &options()).unwrap();
     assert_eq!(plan.warnings, Vec::<String>::new());
 
@@ -170,7 +155,10 @@ fn the_first_control_plane_runs_kubeadm_init_with_the_proven_configuration() {
 #[test]
 fn a_worker_runs_kubeadm_join_with_the_proven_node_registration() {
     let certificates = ClusterCertificates::generate();
-    let data = join_worker(&KubeadmConfigSpec::real_node(), &discovery(&certificates));
+    let data = join_worker(
+        &KubeadmConfigSpec::real_node(),
+        &Discovery::example(&certificates.ca),
+    );
     let plan = translate(data.as_bytes(), Format::CloudConfig, &options()).unwrap();
     assert_eq!(plan.warnings, Vec::<String>::new());
     let documents = written_documents(&plan, "/run/kubeadm/kubeadm-join-config.yaml");
@@ -198,7 +186,7 @@ fn a_joining_control_plane_gets_the_shared_pki_and_the_proven_node_registration(
     let certificates = ClusterCertificates::generate();
     let data = join_control_plane(
         &KubeadmConfigSpec::real_node(),
-        &discovery(&certificates),
+        &Discovery::example(&certificates.ca),
         &certificates,
     );
     let plan = translate(data.as_bytes(), Format::CloudConfig, &options()).unwrap();

@@ -29,6 +29,21 @@ pub struct ClusterSettings {
     pub service_domain: String,
 }
 
+impl ClusterSettings {
+    /// A fixed cluster for tests of the bootstrap data: `real`, its endpoint at `10.89.0.2:6443`
+    /// (Podman's first address), v1.28.4, the quick-start's pod and service networks.
+    pub fn example() -> Self {
+        ClusterSettings {
+            name: "real".into(),
+            endpoint: "10.89.0.2:6443".into(),
+            version: "v1.28.4".into(),
+            pod_subnet: "10.244.0.0/16".into(),
+            service_subnet: "10.96.0.0/12".into(),
+            service_domain: "cluster.local".into(),
+        }
+    }
+}
+
 /// The parts of a KubeadmControlPlane's `spec.kubeadmConfigSpec` (and a KubeadmConfigTemplate's
 /// `spec.template.spec`) the suite sets. The defaults are CAPD 1.12's quick-start ClusterClass
 /// (`test/infrastructure/docker/templates/clusterclass-quick-start.yaml`).
@@ -144,6 +159,17 @@ pub struct Discovery {
     pub token: String,
     /// `sha256:<hex>` of the cluster CA's public key.
     pub ca_cert_hash: String,
+}
+
+impl Discovery {
+    /// The discovery of [`ClusterSettings::example`] with a fixed token, trusting `ca`.
+    pub fn example(ca: &super::certs::Authority) -> Self {
+        Discovery {
+            api_server_endpoint: ClusterSettings::example().endpoint,
+            token: "abcdef.0123456789abcdef".into(),
+            ca_cert_hash: ca.spki_hash(),
+        }
+    }
 }
 
 /// The `JoinConfiguration` of a worker: the quick-start's kubelet arguments and the

@@ -5,25 +5,6 @@ use serde_json::Value;
 
 use super::*;
 
-fn cluster() -> ClusterSettings {
-    ClusterSettings {
-        name: "real".into(),
-        endpoint: "10.89.0.2:6443".into(),
-        version: "v1.28.4".into(),
-        pod_subnet: "10.244.0.0/16".into(),
-        service_subnet: "10.96.0.0/12".into(),
-        service_domain: "cluster.local".into(),
-    }
-}
-
-fn discovery(certificates: &ClusterCertificates) -> Discovery {
-    Discovery {
-        api_server_endpoint: "10.89.0.2:6443".into(),
-        token: "abcdef.0123456789abcdef".into(),
-        ca_cert_hash: certificates.ca.spki_hash(),
-    }
-}
-
 fn yaml(text: &str) -> Value {
     serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("{e}:\n{text}"))
 }
@@ -139,7 +120,11 @@ fn certificate_secrets_are_named_and_shaped_as_cabpk_stores_them() {
 #[test]
 fn the_init_cloud_config_writes_the_pki_and_three_kubeadm_documents() {
     let certificates = ClusterCertificates::generate();
-    let text = init_control_plane(&cluster(), &KubeadmConfigSpec::real_node(), &certificates);
+    let text = init_control_plane(
+        &ClusterSettings::example(),
+        &KubeadmConfigSpec::real_node(),
+        &certificates,
+    );
     assert!(text.starts_with(
         "## template: jinja\n#cloud-config\n\nwrite_files:\n-   path: /etc/kubernetes/pki/ca.crt\n"
     ));
@@ -217,7 +202,10 @@ fn the_init_cloud_config_writes_the_pki_and_three_kubeadm_documents() {
 #[test]
 fn a_worker_joins_with_a_token_the_ca_hash_and_the_uninitialized_taint() {
     let certificates = ClusterCertificates::generate();
-    let text = join_worker(&KubeadmConfigSpec::real_node(), &discovery(&certificates));
+    let text = join_worker(
+        &KubeadmConfigSpec::real_node(),
+        &Discovery::example(&certificates.ca),
+    );
     let files = files(&text);
     let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(
@@ -261,7 +249,7 @@ fn a_control_plane_joins_with_the_shared_certificates_and_a_local_api_endpoint()
     let certificates = ClusterCertificates::generate();
     let text = join_control_plane(
         &KubeadmConfigSpec::real_node(),
-        &discovery(&certificates),
+        &Discovery::example(&certificates.ca),
         &certificates,
     );
     let files = files(&text);
