@@ -259,4 +259,60 @@ async fn stopped_containers_come_back_in_order_with_the_same_endpoint() {
                 || reason == "LoadBalancerHostPortChanged"),
         "{events:?}"
     );
+
+    // While the load balancer is stopped, something else binds its host port: it cannot start
+    // again, so it is created again at the same address on the next pinned port, and the
+    // condition and a Warning name that port.
+    env.stop_manager(false);
+    assert!(docker(&["stop", "--time=1", &lb]).0);
+    let old_port = before.load_balancer_port.unwrap();
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", old_port))
+        .expect("bind the stopped load balancer's host port");
+    env.start_manager();
+    env.wait_ready().await;
+    let new_port = eventually(
+        COME_BACK,
+        "the load balancer on another host port",
+        || async {
+            running(&lb)
+                .then(|| published_port(&lb, 6443))
+                .flatten()
+                .filter(|p| *p != old_port)
+        },
+    )
+    .await;
+    assert!(capd::docker::pinning::PINNED_PORTS.contains(&new_port));
+    assert_eq!(
+        ip_on(&lb, &env.network),
+        before.load_balancer_ip,
+        "the same address"
+    );
+    let note = format!("created it again with host port {new_port}");
+    eventually(
+        COME_BACK,
+        "the condition and the Warning to name the new port",
+        || async {
+            let dc = env.get(&infra("DockerCluster"), &name).await?;
+            let events = env.events_about("DockerCluster", &name).await;
+            (message(&dc, "LoadBalancerAvailable").contains(&note)
+                && events.iter().any(|(kind, reason, text)| {
+                    kind == "Warning"
+                        && reason == "LoadBalancerHostPortChanged"
+                        && text.contains(&note)
+                }))
+            .then_some(())
+        },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        "the control plane behind the new load balancer",
+        || async {
+            haproxy_config(&lb)
+                .contains(&format!("server {cp1} "))
+                .then_some(())
+        },
+    )
+    .await;
+    drop(squatter);
 }
