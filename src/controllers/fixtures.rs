@@ -379,6 +379,15 @@ impl DockerMachineFixture for DockerMachine {
 /// A controller context on `runtime` whose Kubernetes client points nowhere: for scenario tests
 /// of the Docker side (Events fail quietly, caches are empty).
 pub fn test_context(runtime: crate::docker::FakeRuntime) -> crate::controllers::context::Context {
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    test_context_on(runtime, kube::Client::try_from(config).unwrap())
+}
+
+/// [`test_context`] with a Kubernetes client that reaches an API server (a test one).
+pub fn test_context_on(
+    runtime: crate::docker::FakeRuntime,
+    client: kube::Client,
+) -> crate::controllers::context::Context {
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -390,8 +399,6 @@ pub fn test_context(runtime: crate::docker::FakeRuntime) -> crate::controllers::
     use crate::controllers::workload::WorkloadClients;
     use crate::runtime::{Concurrency, ControllerConfig, FeatureGates, Metrics, Readiness};
 
-    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-    let client = kube::Client::try_from(config).unwrap();
     let controller_config = ControllerConfig {
         namespace: None,
         watch_filter: None,

@@ -1,6 +1,8 @@
 //! The suite playing Cluster API core, as the infrastructure provider contract describes it:
 //! Clusters and Machines with owner references, infrastructure and control plane status, bootstrap
-//! data secrets, the workload cluster's kubeconfig and its Nodes, and deletion in core's order.
+//! data secrets, the workload cluster's kubeconfig and its Nodes; the Machines of MachineSets and
+//! KubeadmControlPlanes and what core's Machine controller records on them (`core/machines.rs`);
+//! and deletion in core's order (`core/deletion.rs`).
 
 use std::time::Duration;
 
@@ -9,6 +11,16 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
 use crate::{Env, eventually};
+
+mod deletion;
+mod machines;
+
+pub use deletion::CLUSTER_FINALIZER;
+pub use machines::{
+    CLONED_FROM_GROUP_KIND_ANNOTATION, CLONED_FROM_NAME_ANNOTATION, CLUSTER_NAME_LABEL,
+    CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL, DEPLOYMENT_NAME_LABEL, KCP_CLEANUP_HOOK,
+    MachineOwner, SET_NAME_LABEL, TEMPLATE_HASH_LABEL,
+};
 
 /// The finalizer Cluster API core holds Machines with while their infrastructure goes away.
 pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
@@ -349,138 +361,6 @@ impl Env {
         self.create_machine_with(cluster, name, &spec).await
     }
 
-    /// A Machine as described, pointing to the DockerMachine of the same name (not created).
-    pub fn machine(&self, cluster: &str, name: &str, spec: &MachineSpec) -> Value {
-        let mut labels = self.labels(cluster);
-        if spec.control_plane {
-            labels["cluster.x-k8s.io/control-plane"] = json!("");
-        }
-        let mut bootstrap = json!({});
-        if let Some(secret) = &spec.bootstrap_secret {
-            bootstrap["dataSecretName"] = json!(secret);
-        }
-        let mut machine_spec = json!({
-            "clusterName": cluster,
-            "version": spec.version.as_deref().unwrap_or("v1.31.0"),
-            "bootstrap": bootstrap,
-            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": self.kinds.machine(), "name": name}
-        });
-        if let Some(fd) = &spec.failure_domain {
-            machine_spec["failureDomain"] = json!(fd);
-        }
-        json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2",
-            "kind": "Machine",
-            "metadata": {"name": name, "labels": labels},
-            "spec": machine_spec
-        })
-    }
-
-    /// Creates a Machine as described and its DockerMachine, owned by it.
-    pub async fn create_machine_with(
-        &self,
-        cluster: &str,
-        name: &str,
-        spec: &MachineSpec,
-    ) -> (DynamicObject, DynamicObject) {
-        let machine = self
-            .create(&capi("Machine"), self.machine(cluster, name, spec))
-            .await;
-        let labels = machine.metadata.labels.clone().unwrap_or_default();
-        let image = spec
-            .image
-            .clone()
-            .unwrap_or_else(|| self.images.node.clone());
-        let mut docker_machine_spec = json!({"customImage": image});
-        if !spec.preload_images.is_empty() {
-            docker_machine_spec["preLoadImages"] = json!(spec.preload_images);
-        }
-        let docker_machine_spec = self.kinds.spec(docker_machine_spec, &["providerID"]);
-        let kind = self.kinds.machine();
-        let docker_machine = self
-            .create(
-                &infra(kind),
-                json!({
-                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                    "kind": kind,
-                    "metadata": {
-                        "name": name,
-                        "labels": labels,
-                        "ownerReferences": [owner("Machine", &machine)]
-                    },
-                    "spec": docker_machine_spec
-                }),
-            )
-            .await;
-        (machine, docker_machine)
-    }
-
-    /// Plays core when a Machine is deleted: its finalizer holds it while it is marked deleting.
-    /// [`Env::finish_machine_deletion`] deletes the infrastructure and lets it go.
-    pub async fn begin_machine_deletion(&self, name: &str) {
-        self.merge_patch(
-            &capi("Machine"),
-            name,
-            json!({"metadata": {"finalizers": [MACHINE_FINALIZER]}}),
-        )
-        .await;
-        self.delete(&capi("Machine"), name).await;
-    }
-
-    /// Plays core at the end of a Machine's deletion: deletes the DockerMachine, waits until it is
-    /// gone (our finalizer released), then releases the Machine.
-    pub async fn finish_machine_deletion(&self, name: &str, timeout: Duration) {
-        let kind = infra(self.kinds.machine());
-        self.delete(&kind, name).await;
-        self.wait_gone(&kind, name, timeout).await;
-        self.release_machine(name, timeout).await;
-    }
-
-    /// Plays core once a deleting Machine's infrastructure is gone: removes its finalizer and
-    /// waits until it is gone.
-    pub async fn release_machine(&self, name: &str, timeout: Duration) {
-        self.merge_patch(
-            &capi("Machine"),
-            name,
-            json!({"metadata": {"finalizers": null}}),
-        )
-        .await;
-        self.wait_gone(&capi("Machine"), name, timeout).await;
-    }
-
-    /// Plays core when a Cluster is deleted: its Machines go first (workers, then control
-    /// planes, each as [`Env::begin_machine_deletion`] and [`Env::finish_machine_deletion`]),
-    /// then the DockerCluster, then the Cluster.
-    pub async fn delete_cluster_as_core(&self, cluster: &str, timeout: Duration) {
-        let machines = self.cluster_machines(cluster).await.unwrap();
-        let mut names: Vec<(bool, String)> = machines
-            .iter()
-            .map(|m| (is_control_plane(m), m.metadata.name.clone().unwrap()))
-            .collect();
-        names.sort();
-        for (_, name) in &names {
-            self.begin_machine_deletion(name).await;
-        }
-        for (_, name) in &names {
-            self.finish_machine_deletion(name, timeout).await;
-        }
-        let kind = infra(self.kinds.cluster());
-        self.delete(&kind, cluster).await;
-        self.wait_gone(&kind, cluster, timeout).await;
-        self.delete(&capi("Cluster"), cluster).await;
-        self.wait_gone(&capi("Cluster"), cluster, timeout).await;
-    }
-
-    /// The Machines of a cluster in the current namespace.
-    pub async fn cluster_machines(&self, cluster: &str) -> kube::Result<Vec<DynamicObject>> {
-        let machines = self.api(&capi("Machine")).list(&Default::default()).await?;
-        Ok(machines
-            .items
-            .into_iter()
-            .filter(|m| m.data["spec"]["clusterName"] == json!(cluster))
-            .collect())
-    }
-
     /// Stores the workload cluster's kubeconfig as Cluster API does.
     pub async fn create_kubeconfig_secret(&self, cluster: &str) {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
@@ -552,9 +432,11 @@ impl Env {
         .await;
     }
 
-    /// Waits until a DockerMachine's bootstrap completed and it is provisioned.
+    /// Waits until a DockerMachine's bootstrap completed and it is provisioned, then plays
+    /// core's Machine controller once for its Machine (the provider ID copied, the Node recorded
+    /// if it already has the provider ID: [`Env::play_machine_controller`]).
     pub async fn wait_machine_provisioned(&self, name: &str, timeout: Duration) -> DynamicObject {
-        eventually(
+        let dm = eventually(
             timeout,
             &format!("DockerMachine {name} to be provisioned"),
             || async {
@@ -562,6 +444,8 @@ impl Env {
                 provisioned(&dm).then_some(dm)
             },
         )
-        .await
+        .await;
+        self.play_machine_controller(name).await;
+        dm
     }
 }

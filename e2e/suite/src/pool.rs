@@ -6,7 +6,9 @@
 //! name and a version only from a Node; the Machine controller adds its finalizer, makes the
 //! Machine the DockerMachine's controller, copies `spec.providerID` once provisioned, and on
 //! deletion deletes the DockerMachine before it releases the Machine; the pool's
-//! `providerIDList` and replicas are copied once the DockerMachinePool is `status.ready`.
+//! `providerIDList` and replicas are copied once the DockerMachinePool is `status.ready`. Both
+//! controllers add their finalizer first and then leave a paused object alone; a deleting
+//! MachinePool only has its DockerMachinePool deleted, and its finalizer goes with the latter.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,6 +25,11 @@ use crate::{Env, eventually};
 pub const POOL_NAME_LABEL: &str = "cluster.x-k8s.io/pool-name";
 /// The annotation that makes a Machine the first to go on scale-down.
 pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
+
+/// Core's finalizer on a MachinePool.
+pub const MACHINE_POOL_FINALIZER: &str = "machinepool.cluster.x-k8s.io";
+/// The annotation that pauses core's reconciliation of one object.
+const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 
 /// How long core waits for one Machine's infrastructure to go.
 const MACHINE_DELETION: Duration = Duration::from_secs(90);
@@ -138,18 +145,25 @@ impl Env {
         items
     }
 
-    /// Deletes a MachinePool as core does: its DockerMachinePool first (core's loop playing
-    /// on, for the Machines the provider deletes), then the MachinePool.
+    /// Deletes a MachinePool as core does (`machinepool_controller.go`, `reconcileDelete`): the
+    /// MachinePool is marked deleting, held by core's finalizer while core's loop deletes its
+    /// DockerMachinePool (the provider deleting the pool's Machines, which core's Machine
+    /// controller releases), and let go once the DockerMachinePool is gone.
     pub async fn delete_machine_pool_as_core(&self, pool: &Pool, timeout: Duration) {
-        self.delete(&infra("DockerMachinePool"), &pool.name).await;
+        // One pass first, so that the finalizer is there even for a pool never played.
+        self.machine_pool_core_pass(pool).await;
+        self.delete(&capi("MachinePool"), &pool.name).await;
         self.playing_machine_pool(
             pool,
-            self.wait_gone(&infra("DockerMachinePool"), &pool.name, timeout),
+            self.wait_gone(&capi("MachinePool"), &pool.name, timeout),
         )
         .await;
-        self.delete(&capi("MachinePool"), &pool.name).await;
-        self.wait_gone(&capi("MachinePool"), &pool.name, timeout)
-            .await;
+        assert!(
+            self.get(&infra("DockerMachinePool"), &pool.name)
+                .await
+                .is_none(),
+            "the DockerMachinePool went before the MachinePool"
+        );
     }
 
     async fn machine_pool_core(&self, pool: &Pool) -> Infallible {
@@ -159,58 +173,142 @@ impl Env {
         }
     }
 
-    /// One pass of core 1.12's MachinePool controller (`reconcileInfrastructure`), then of its
-    /// Machine controller for the pool's Machines.
+    /// One pass of core 1.12's MachinePool controller for the pool, then of its Machine
+    /// controller for the pool's Machines (two controllers: a paused MachinePool does not stop
+    /// the Machines').
     async fn machine_pool_core_pass(&self, pool: &Pool) {
-        let Some(machine_pool) = self.get(&capi("MachinePool"), &pool.name).await else {
+        let cluster = self.get(&capi("Cluster"), &pool.cluster).await;
+        if let Some(machine_pool) = self.get(&capi("MachinePool"), &pool.name).await {
+            self.machine_pool_controller_pass(pool, &machine_pool, cluster.as_ref())
+                .await;
+        }
+        for machine in self.pool_objects(&capi("Machine"), pool).await {
+            self.machine_controller_pass(&machine, cluster.as_ref())
+                .await;
+        }
+    }
+
+    /// Core's MachinePool `Reconcile`: its finalizer first, nothing more for a missing or paused
+    /// Cluster or a paused MachinePool, only `reconcileDelete` for a deleting one, else
+    /// `reconcileInfrastructure`.
+    async fn machine_pool_controller_pass(
+        &self,
+        pool: &Pool,
+        machine_pool: &DynamicObject,
+        cluster: Option<&DynamicObject>,
+    ) {
+        let deleting = machine_pool.metadata.deletion_timestamp.is_some();
+        if !deleting && !has_finalizer(machine_pool, MACHINE_POOL_FINALIZER) {
+            // `EnsureFinalizer`: added, and the pass ends.
+            let mut finalizers = machine_pool.metadata.finalizers.clone().unwrap_or_default();
+            finalizers.push(MACHINE_POOL_FINALIZER.to_string());
+            self.merge_patch(
+                &capi("MachinePool"),
+                &pool.name,
+                json!({"metadata": {"finalizers": finalizers}}),
+            )
+            .await;
+            return;
+        }
+        let Some(cluster) = cluster else {
             return;
         };
+        if paused(cluster, machine_pool) {
+            return;
+        }
+        if deleting {
+            self.machine_pool_delete_pass(pool, machine_pool).await;
+        } else {
+            self.machine_pool_infrastructure_pass(pool, machine_pool)
+                .await;
+        }
+    }
+
+    /// Core's `reconcileDelete` (`reconcileDeleteExternal`): the infrastructure pool is deleted,
+    /// and the finalizer removed only once a pass finds it gone. (No Node is deleted: the suite
+    /// never fills the MachinePool's `status.nodeRefs`.)
+    async fn machine_pool_delete_pass(&self, pool: &Pool, machine_pool: &DynamicObject) {
+        if self
+            .get(&infra("DockerMachinePool"), &pool.name)
+            .await
+            .is_some()
+        {
+            self.delete(&infra("DockerMachinePool"), &pool.name).await;
+            return;
+        }
+        let finalizers: Vec<&String> = machine_pool
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != MACHINE_POOL_FINALIZER)
+            .collect();
+        self.merge_patch(
+            &capi("MachinePool"),
+            &pool.name,
+            json!({"metadata": {"finalizers": finalizers}}),
+        )
+        .await;
+    }
+
+    /// Core's `reconcileInfrastructure` (`machinepool_controller_phases.go`): nothing for a
+    /// deleting infrastructure pool; `reconcileMachines` once the workload cluster is reachable;
+    /// then, for a `status.ready` pool, `status.replicas` copied when the pool has it and the
+    /// provider IDs unless the list is empty while that count is not zero.
+    async fn machine_pool_infrastructure_pass(&self, pool: &Pool, machine_pool: &DynamicObject) {
         let Some(dmp) = self.get(&infra("DockerMachinePool"), &pool.name).await else {
             return;
         };
+        if dmp.metadata.deletion_timestamp.is_some() {
+            return;
+        }
         // Core reaches the workload cluster (its ClusterCache) before it makes any Machine.
         if !self.workload_reachable(&pool.cluster).await {
             return;
         }
-        // `reconcileMachines`: only for a pool that names its machines' kind.
+        // `reconcileMachines`: only for a pool that names its machines' kind; one Machine for
+        // every infrastructure machine, deleting ones included (`createOrUpdateMachines`).
         if dmp.data["status"]["infrastructureMachineKind"] == "DockerMachine" {
             let nodes = self.workload_nodes_by_provider_id().await;
             for docker_machine in self.pool_objects(&infra("DockerMachine"), pool).await {
-                if docker_machine.metadata.deletion_timestamp.is_none() {
-                    self.apply_pool_machine(&machine_pool, pool, &docker_machine, &nodes)
-                        .await;
-                }
+                self.apply_pool_machine(machine_pool, pool, &docker_machine, &nodes)
+                    .await;
             }
         }
-        for machine in self.pool_objects(&capi("Machine"), pool).await {
-            self.machine_controller_pass(&machine).await;
-        }
         // Ready is the infrastructure pool's `status.ready` (core 1.12 reads no other field of
-        // an InfraMachinePool); only then are the provider IDs and replicas copied.
+        // an InfraMachinePool); only then are the replicas and provider IDs copied.
         if dmp.data["status"]["ready"] != json!(true) {
             return;
         }
-        let ids = &dmp.data["spec"]["providerIDList"];
-        let empty = ids.as_array().is_none_or(Vec::is_empty);
-        let replicas = machine_pool.data["spec"]["replicas"].as_u64().unwrap_or(1);
-        if empty && replicas != 0 {
+        let old_replicas = &machine_pool.data["status"]["replicas"];
+        // Core keeps its old count when the pool has none (`UnstructuredUnmarshalField`).
+        let replicas = match &dmp.data["status"]["replicas"] {
+            Value::Null => old_replicas.clone(),
+            value => value.clone(),
+        };
+        // The status patch is deferred in core: it lands even when the guard below returns.
+        if replicas != *old_replicas {
+            self.merge_patch_status(
+                &capi("MachinePool"),
+                &pool.name,
+                json!({"status": {"replicas": replicas}}),
+            )
+            .await;
+        }
+        let ids = string_list(&dmp.data["spec"]["providerIDList"]);
+        if ids.is_empty() && replicas.as_i64().unwrap_or(0) != 0 {
             return;
         }
-        if machine_pool.data["spec"]["providerIDList"] != *ids {
+        if string_list(&machine_pool.data["spec"]["providerIDList"]) != ids {
+            let ids = if ids.is_empty() {
+                json!(null)
+            } else {
+                json!(ids)
+            };
             self.merge_patch(
                 &capi("MachinePool"),
                 &pool.name,
                 json!({"spec": {"providerIDList": ids}}),
-            )
-            .await;
-        }
-        // CAPD omits a zero `status.replicas`; core reads it as 0.
-        let status_replicas = json!(dmp.data["status"]["replicas"].as_i64().unwrap_or(0));
-        if machine_pool.data["status"]["replicas"] != status_replicas {
-            self.merge_patch_status(
-                &capi("MachinePool"),
-                &pool.name,
-                json!({"status": {"replicas": status_replicas}}),
             )
             .await;
         }
@@ -290,20 +388,19 @@ impl Env {
         }
     }
 
-    /// One pass of core 1.12's Machine controller for a pool Machine: its finalizer, the
+    /// One pass of core 1.12's Machine controller for a pool Machine (`machine_controller.go`):
+    /// its finalizer, nothing more while the Cluster or the Machine is paused, the
     /// infrastructure machine made its controlled child, `spec.providerID` copied once the
     /// machine is provisioned, and on deletion the infrastructure machine deleted, waited for,
     /// and the finalizer released.
-    async fn machine_controller_pass(&self, machine: &DynamicObject) {
+    async fn machine_controller_pass(
+        &self,
+        machine: &DynamicObject,
+        cluster: Option<&DynamicObject>,
+    ) {
         let name = machine.metadata.name.clone().unwrap_or_default();
         let deleting = machine.metadata.deletion_timestamp.is_some();
-        let has_finalizer = machine
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .any(|f| f == MACHINE_FINALIZER);
-        if !deleting && !has_finalizer {
+        if !deleting && !has_finalizer(machine, MACHINE_FINALIZER) {
             // `EnsureFinalizer`: added, and the pass ends.
             self.merge_patch(
                 &capi("Machine"),
@@ -311,6 +408,11 @@ impl Env {
                 json!({"metadata": {"finalizers": [MACHINE_FINALIZER]}}),
             )
             .await;
+            return;
+        }
+        // A missing Cluster ends core's pass with an error; a paused one (or a paused Machine)
+        // ends it quietly (`EnsurePausedCondition`).
+        if cluster.is_none_or(|cluster| paused(cluster, machine)) {
             return;
         }
         let docker_machine = self.get(&infra("DockerMachine"), &name).await;
@@ -401,9 +503,9 @@ impl Env {
             (counts.iter().all(|n| *n == replicas)
                 && provisioned
                 && ready
-                // CAPD omits a zero `status.replicas`.
-                && dmp.data["status"]["replicas"].as_u64().unwrap_or(0) == replicas as u64)
-                .then_some((dmp, dms))
+                // Written even when zero, as CAPD's `json:"replicas"`.
+                && dmp.data["status"]["replicas"] == json!(replicas))
+            .then_some((dmp, dms))
         });
         self.playing_machine_pool(pool, settled).await
     }
@@ -496,4 +598,36 @@ fn controlled_by_machine(object: &DynamicObject) -> bool {
         .iter()
         .flatten()
         .any(|r| r.kind == "Machine" && r.controller == Some(true))
+}
+
+/// Whether the object carries `finalizer`.
+fn has_finalizer(object: &DynamicObject, finalizer: &str) -> bool {
+    object
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == finalizer)
+}
+
+/// Whether core 1.12 leaves the object alone (`util/paused`, `EnsurePausedCondition`): its
+/// Cluster has `spec.paused` or the object has the `cluster.x-k8s.io/paused` annotation.
+fn paused(cluster: &DynamicObject, object: &DynamicObject) -> bool {
+    cluster.data["spec"]["paused"] == json!(true)
+        || object
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(PAUSED_ANNOTATION))
+}
+
+/// A list of strings, absent or `null` read as empty (as core's `UnstructuredUnmarshalField`
+/// leaves a nil slice).
+fn string_list(value: &Value) -> Vec<&str> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
 }

@@ -63,7 +63,9 @@ pub struct DockerMachinePoolStatus {
     #[serde(default)]
     pub ready: bool,
     /// Number of machines the pool currently has.
-    #[serde(default, skip_serializing_if = "is_default")]
+    // Always written, 0 included, as CAPD does: core keeps its last count when the field is
+    // absent, so a pool scaled to zero would go on reporting its old size.
+    #[serde(default)]
     pub replicas: i32,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "is_default")]

@@ -59,3 +59,112 @@ async fn a_pass_over_a_provisioned_machine_asks_the_engine_once() {
         [Call::InspectContainer("c1-m1".into())]
     );
 }
+
+/// The API server of a test, serving the DockerMachine CRD; its client.
+async fn api_with_docker_machines() -> (testapiserver::Handle, kube::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, ListParams, PostParams};
+
+    let server = testapiserver::TestApiServer::start(Default::default())
+        .await
+        .unwrap();
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(server.kubeconfig_yaml()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = crate::api::crd::docker_machine().unwrap();
+    // No conversion webhook runs here; the test only speaks the storage version.
+    if let Some(spec) = crd.spec.conversion.as_mut() {
+        spec.strategy = "None".into();
+        spec.webhook = None;
+    }
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let machines: Api<DockerMachine> = Api::namespaced(client.clone(), NAMESPACE);
+    for _ in 0..100 {
+        if machines.list(&ListParams::default()).await.is_ok() {
+            return (server, client);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the DockerMachine CRD is not served");
+}
+
+#[tokio::test]
+async fn a_pool_machine_whose_pool_has_no_bootstrap_data_yet_is_not_provisioned() {
+    use kube::api::{Api, PostParams};
+
+    let (_server, client) = api_with_docker_machines().await;
+    let fake = FakeRuntime::new();
+    fake.add_image("node:test");
+    let network = NetworkSpec {
+        name: "kind".into(),
+        driver: "bridge".into(),
+        ..Default::default()
+    };
+    fake.create_network(&network).await.unwrap();
+    // The pool made the container (it runs) and the DockerMachine named after it.
+    let spec = NodeSpec::new(
+        "c1",
+        "c1-worker-abc123",
+        NodeRole::Worker,
+        "node:test",
+        "kind",
+    );
+    create_node(&fake, &spec).await.unwrap();
+    let mut docker_machine = DockerMachine::test("worker-abc123")
+        .owned_by("worker-abc123")
+        .with_finalizer();
+    docker_machine.metadata.uid = None;
+    docker_machine
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(crate::api::MACHINE_POOL_NAME_LABEL.into(), "mp-0".into());
+    let machines: Api<DockerMachine> = Api::namespaced(client.clone(), NAMESPACE);
+    let docker_machine = machines
+        .create(&PostParams::default(), &docker_machine)
+        .await
+        .unwrap();
+    // Core 1.12's pool Machine has an empty bootstrap data secret name, and so has the
+    // MachinePool until its bootstrap provider wrote one.
+    let machine_pool = crate::api::capi::MachinePool::default();
+    let fetched = Fetched {
+        machine: Some(Machine::test("worker-abc123").in_pool(&machine_pool)),
+        cluster_name: Some("c1".into()),
+        cluster: Some(
+            Cluster::test("c1")
+                .with_infrastructure_provisioned()
+                .with_control_plane_initialized(),
+        ),
+        docker_cluster: Some(View::docker(DockerCluster::test("c1"))),
+        machine_pool_missing: false,
+    };
+    let ctx = crate::controllers::fixtures::test_context_on(fake.clone(), client);
+
+    normal::reconcile(&ctx, &View::docker(docker_machine), &fetched)
+        .await
+        .unwrap();
+
+    let written = machines.get("worker-abc123").await.unwrap();
+    assert_eq!(written.spec.provider_id, "", "no providerID yet");
+    let status = written.status.unwrap_or_default();
+    assert_eq!(status.initialization.provisioned, None, "not provisioned");
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.reason == "WaitingForBootstrapData"),
+        "{:?}",
+        status.conditions
+    );
+    assert!(
+        !fake
+            .calls()
+            .iter()
+            .any(|call| matches!(call, Call::Exec(..))),
+        "nothing ran in the container: {:?}",
+        fake.calls()
+    );
+}

@@ -293,3 +293,21 @@ fn random_suffixes_are_six_lowercase_alphanumerics() {
         );
     }
 }
+
+#[test]
+fn a_pool_scaled_to_zero_reports_zero_replicas_in_its_status_apply() {
+    // Core keeps its last count when `status.replicas` is absent, so an omitted zero would leave
+    // the MachinePool showing its old size (and its old providerIDList) for ever.
+    let (containers, dms, machines) = pool(&[("a", "fd1")]);
+    let found = instances("c1", &containers, &dms, &machines);
+    let one = decide::status(&Default::default(), &found, 1, Some(1));
+    let empty = decide::status(&one, &[], 0, Some(2));
+    let body = crate::controllers::apply::body::<crate::api::v1beta2::DockerMachinePool>(
+        "status",
+        serde_json::to_value(&empty).unwrap(),
+    );
+    assert_eq!(body["status"]["replicas"], 0);
+
+    let v1beta1 = crate::api::v1beta1::DockerMachinePoolStatus::default();
+    assert_eq!(serde_json::to_value(&v1beta1).unwrap()["replicas"], 0);
+}

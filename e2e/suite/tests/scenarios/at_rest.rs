@@ -38,6 +38,11 @@ async fn a_provisioned_cluster_at_rest_costs_nothing() {
             || async { env.node(&node).await.spec?.provider_id.map(|_| ()) },
         )
         .await;
+        // Core records the Node on the Machine: at rest includes Machines with a Node.
+        assert_eq!(
+            env.wait_node_ref(machine, Duration::from_secs(30)).await,
+            node
+        );
     }
 
     // Settled: three quiet seconds in a row (bounded, so a hot loop fails here).

@@ -1,8 +1,9 @@
 //! Scenario 9 (issue 12): a MachinePool with a DockerMachinePool, the suite playing core's
 //! MachinePool controller. Scaled 0 → 3 → 1 → 0 over three failure domains, the manager killed
 //! once in the middle of the scale-up, the `cluster.x-k8s.io/delete-machine` Machine removed
-//! first on scale-down; then deleting the pool and the cluster as core does leaves no container,
-//! volume, network, object or finalizer behind.
+//! first on scale-down, the MachinePool showing each count and provider ID list core reads;
+//! then deleting the pool and the cluster as core does leaves no container, volume, network,
+//! object or finalizer behind.
 
 use std::time::Duration;
 
@@ -45,7 +46,8 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
         dmp.metadata.finalizers,
         Some(vec![DOCKER_MACHINE_POOL_FINALIZER.to_string()])
     );
-    env.wait_machine_pool_at(&pool, 0, PROVISION).await;
+    let (dmp, _) = env.wait_machine_pool_at(&pool, 0, PROVISION).await;
+    assert_machine_pool(&env, &pool, &dmp, 0).await;
 
     // 0 -> 3, the manager killed (SIGKILL) once the first container is there.
     env.scale_machine_pool(&pool, 3).await;
@@ -79,6 +81,7 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
         "no duplicate container"
     );
     assert_pool(&name, &dmp, &dms, &containers);
+    assert_machine_pool(&env, &pool, &dmp, 3).await;
     let mut spread: Vec<String> = containers
         .iter()
         .map(|c| container_label(c, FAILURE_DOMAIN_LABEL))
@@ -123,6 +126,7 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
         "a surviving container is kept, not replaced"
     );
     assert_pool(&name, &dmp, &dms, &remaining);
+    assert_machine_pool(&env, &pool, &dmp, 1).await;
 
     // 1 -> 0.
     env.scale_machine_pool(&pool, 0).await;
@@ -134,6 +138,8 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
             .map_or(0, Vec::len),
         0
     );
+    // What core reads from a pool scaled to zero: a zero count (not its last one) and no IDs.
+    assert_machine_pool(&env, &pool, &dmp, 0).await;
     assert_eq!(cluster_containers(&name), vec![format!("{name}-lb")]);
     // Never a second launch in a container, across the kill. (A manager killed right after it
     // launched one may not have logged it; the next one then follows it, and each container's
@@ -211,4 +217,39 @@ fn assert_pool(cluster: &str, dmp: &DynamicObject, dms: &[DynamicObject], contai
             condition(dmp, type_)
         );
     }
+}
+
+/// What a user sees of the MachinePool once core copied the settled pool's provider IDs
+/// (`dmp`'s) and a count: `status.replicas` and as many provider IDs as the pool has replicas.
+async fn assert_machine_pool(env: &Env, pool: &Pool, dmp: &DynamicObject, replicas: usize) {
+    // Absent and empty are the same list to core.
+    let list = |object: &DynamicObject| {
+        object.data["spec"]["providerIDList"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let ids = list(dmp);
+    let what = format!("the MachinePool to take the provider IDs {ids:?}");
+    let machine_pool = env
+        .playing_machine_pool(
+            pool,
+            eventually(Duration::from_secs(30), &what, || async {
+                let machine_pool = env.get(&capi("MachinePool"), &pool.name).await?;
+                // Core writes the count before (or with) the IDs; a fresh pool has none yet.
+                (list(&machine_pool) == ids && !machine_pool.data["status"]["replicas"].is_null())
+                    .then_some(machine_pool)
+            }),
+        )
+        .await;
+    assert_eq!(
+        machine_pool.data["status"]["replicas"],
+        json!(replicas),
+        "MachinePool status.replicas"
+    );
+    assert_eq!(
+        list(&machine_pool).len(),
+        replicas,
+        "MachinePool spec.providerIDList"
+    );
 }
