@@ -237,6 +237,89 @@ pub fn haproxy_backends(config: &str) -> Vec<(String, String, u32)> {
         .collect()
 }
 
+/// One server of the `kube-apiservers` backend, as haproxy itself sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaproxyServer {
+    /// The server's name (the node container's).
+    pub name: String,
+    /// `UP` (weight 0 included), `DOWN`, `DRAIN` (set by hand), `MAINT`, `no check`, or a
+    /// transition (`UP 1/3`).
+    pub status: String,
+    /// The weight haproxy uses now.
+    pub weight: u32,
+    /// The last health check's result: `L7OK` when `/healthz` answered 200.
+    pub check: String,
+}
+
+/// The servers of the load balancer's `kube-apiservers` backend from haproxy's running state:
+/// the stats page of the default configuration (`:8404/stats;csv`), read at the load balancer's
+/// address on `network`. Unlike [`haproxy_config`], this is what haproxy loaded and checked.
+pub fn haproxy_servers(lb: &str, network: &str) -> Result<Vec<HaproxyServer>, String> {
+    use std::io::{Read, Write};
+    let address = format!("{}:8404", ip_on(lb, network));
+    let timeout = std::time::Duration::from_secs(5);
+    let socket = address
+        .parse()
+        .map_err(|e| format!("the address {address}: {e}"))?;
+    let mut stream = std::net::TcpStream::connect_timeout(&socket, timeout)
+        .map_err(|e| format!("connect to {address}: {e}"))?;
+    stream.set_read_timeout(Some(timeout)).ok();
+    stream
+        .write_all(b"GET /stats;csv HTTP/1.0\r\n\r\n")
+        .map_err(|e| format!("ask {address}: {e}"))?;
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .map_err(|e| format!("read {address}: {e}"))?;
+    // haproxy answers in chunks, even to HTTP/1.0.
+    let (status, csv) = crate::kubeadm::parse_http_answer(&answer)?;
+    if status != 200 {
+        return Err(format!("{address} answered {status}: {csv}"));
+    }
+    parse_haproxy_servers(&csv)
+}
+
+/// The `kube-apiservers` servers of haproxy's stats CSV (`# pxname,svname,...` then a row per
+/// frontend, server and backend).
+pub fn parse_haproxy_servers(csv: &str) -> Result<Vec<HaproxyServer>, String> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .and_then(|h| h.strip_prefix("# "))
+        .ok_or_else(|| format!("no CSV header in haproxy's stats: {csv}"))?
+        .split(',')
+        .collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|c| *c == name)
+            .ok_or_else(|| format!("no column {name} in haproxy's stats"))
+    };
+    let (proxy, server, status, weight, check) = (
+        column("pxname")?,
+        column("svname")?,
+        column("status")?,
+        column("weight")?,
+        column("check_status")?,
+    );
+    Ok(lines
+        .map(|line| line.split(',').collect::<Vec<_>>())
+        .filter(|row| {
+            row.get(proxy) == Some(&"kube-apiservers")
+                && !matches!(row.get(server), Some(&"BACKEND" | &"FRONTEND"))
+        })
+        .map(|row| {
+            let field = |i: usize| row.get(i).copied().unwrap_or_default().to_string();
+            HaproxyServer {
+                name: field(server),
+                status: field(status),
+                weight: field(weight).parse().unwrap_or_default(),
+                check: field(check),
+            }
+        })
+        .collect())
+}
+
 /// How often the kubeadm stand-in ran `init` or `join` in a node container.
 pub fn kubeadm_runs(container: &str) -> usize {
     docker_exec(container, &["cat", KUBEADM_LOG])
@@ -285,5 +368,34 @@ mod tests {
                 ("c-cp2".into(), "172.18.0.4:6443".into(), 0)
             ]
         );
+    }
+
+    #[test]
+    fn haproxy_servers_are_read_from_its_stats_csv() {
+        // Columns cut from haproxy 2.6's stats page, in its order.
+        let csv = "# pxname,svname,status,weight,act,check_status,check_code
+stats,FRONTEND,OPEN,,,,
+control-plane,FRONTEND,OPEN,,,,
+kube-apiservers,c-cp1,UP,100,1,L7OK,200
+kube-apiservers,c-cp2,DRAIN,0,1,L7OK,200
+kube-apiservers,c-cp3,DOWN,100,1,L4CON,
+kube-apiservers,BACKEND,UP,100,2,,
+";
+        let server = |name: &str, status: &str, weight, check: &str| HaproxyServer {
+            name: name.into(),
+            status: status.into(),
+            weight,
+            check: check.into(),
+        };
+        assert_eq!(
+            parse_haproxy_servers(csv).unwrap(),
+            vec![
+                server("c-cp1", "UP", 100, "L7OK"),
+                server("c-cp2", "DRAIN", 0, "L7OK"),
+                server("c-cp3", "DOWN", 100, "L4CON"),
+            ]
+        );
+        assert!(parse_haproxy_servers("<html>").is_err());
+        assert!(parse_haproxy_servers("# pxname,svname\n").is_err());
     }
 }

@@ -36,6 +36,7 @@ pub use crate::docker::*;
 pub use crate::engine_proxy::{EngineProxy, Mode as ProxyMode};
 pub use crate::env::{Env, Management, NAMESPACE, client_for};
 pub use crate::manager::{http_get, manager_binary, metric};
+pub use crate::observe::{PROVIDER_FIELD_MANAGER, field_owners};
 pub use crate::pool::*;
 
 /// The root of the workspace (where `config/`, `src/` and `e2e/` are).

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject, ListParams};
 
 use crate::core::kinds;
@@ -103,4 +104,24 @@ impl Env {
             "no object is held by a finalizer"
         );
     }
+}
+
+/// The field manager the provider writes with, on its own objects and on workload Nodes.
+pub const PROVIDER_FIELD_MANAGER: &str = "capd-rs-manager";
+
+/// The field managers that own the field at `path` of an object (`["spec", "providerID"]`), as
+/// its `metadata.managedFields` record them: who wrote it, as the API server saw it.
+pub fn field_owners(meta: &ObjectMeta, path: &[&str]) -> Vec<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| {
+            let mut fields = entry.fields_v1.as_ref().map(|f| &f.0);
+            for step in path {
+                fields = fields.and_then(|f| f.get(format!("f:{step}")));
+            }
+            fields.is_some()
+        })
+        .filter_map(|entry| entry.manager.clone())
+        .collect()
 }

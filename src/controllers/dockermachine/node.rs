@@ -9,6 +9,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::api::v1beta2::{MachineAddress, MachineAddressType};
+use crate::controllers::apply::FIELD_MANAGER;
 use crate::controllers::error::{Error, Result};
 
 /// The taint kubelet sets in external cloud-provider mode until a cloud provider initializes the
@@ -129,11 +130,17 @@ pub async fn sync_node(
     let Some(change) = node_change(&node, provider_id, machine_addresses) else {
         return Ok(NodeSync::Unchanged);
     };
+    // Named, so that the Node's managedFields say which fields the provider owns (kubelet owns
+    // the rest).
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
     if let Some(addresses) = &change.addresses {
         nodes
             .patch_status(
                 name,
-                &PatchParams::default(),
+                &params,
                 &Patch::Merge(json!({"status": {"addresses": addresses}})),
             )
             .await
@@ -148,11 +155,7 @@ pub async fn sync_node(
     }
     if !spec.is_empty() {
         nodes
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": spec})),
-            )
+            .patch(name, &params, &Patch::Merge(json!({"spec": spec})))
             .await
             .map_err(Error::kube(format!("patch Node {name}")))?;
     }

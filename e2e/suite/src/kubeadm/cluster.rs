@@ -14,7 +14,9 @@ use super::config::{ClusterSettings, Discovery, KubeadmConfigSpec};
 use super::env::{Workload, node_ready};
 use crate::docker::published_port;
 use crate::tls::{Answer, https_get_until};
-use crate::{Env, MachineSpec, capi, eventually, infra, workspace_root};
+use crate::{
+    Env, MachineSpec, PROVIDER_FIELD_MANAGER, capi, eventually, field_owners, infra, workspace_root,
+};
 
 /// The Kubernetes version of the real node image.
 pub const REAL_NODE_VERSION: &str = "v1.28.4";
@@ -62,6 +64,9 @@ pub struct RealCluster {
     pub kubeconfig: String,
     /// The node image of every Machine.
     pub image: String,
+    /// The images every worker preloads into its containerd (`spec.preLoadImages` of the
+    /// MachineDeployment's DockerMachineTemplate); none unless a caller sets them.
+    pub worker_preload_images: Vec<String>,
 }
 
 impl Env {
@@ -124,6 +129,7 @@ impl Env {
             certificates,
             kubeconfig,
             image: image.to_string(),
+            worker_preload_images: Vec::new(),
         }
     }
 }
@@ -175,6 +181,11 @@ impl RealCluster {
             bootstrap_secret: Some(machine.to_string()),
             image: Some(self.image.clone()),
             version: Some(REAL_NODE_VERSION.to_string()),
+            preload_images: if control_plane {
+                Vec::new()
+            } else {
+                self.worker_preload_images.clone()
+            },
             ..MachineSpec::default()
         };
         env.create_machine_with(&self.settings.name, machine, &spec)
@@ -313,6 +324,20 @@ impl RealCluster {
             },
         )
         .await;
+        // The provider wrote each provider ID (as a cloud controller manager would), not kubelet.
+        let nodes = workload
+            .nodes()
+            .await
+            .expect("the workload cluster's Nodes");
+        assert_eq!(nodes.len(), expected.len(), "the workload cluster's Nodes");
+        for node in nodes {
+            assert_eq!(
+                field_owners(&node.metadata, &["spec", "providerID"]),
+                [PROVIDER_FIELD_MANAGER],
+                "the owner of Node {:?}'s spec.providerID",
+                node.metadata.name
+            );
+        }
         expected
     }
 }

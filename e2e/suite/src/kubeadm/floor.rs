@@ -5,10 +5,11 @@
 //! By hand means: node containers made with `docker run` and the provider's node run options
 //! (`src/docker/node`, as `e2e/images/real/examples/prove.sh` spells them), on a network of the
 //! floor's own; systemd's multi-user target awaited in the log and the container runtime checked
-//! (`crictl ps`) as the provider does; the CABPK files written in one `docker exec`, with the
-//! provider's rewrites of the kubeadm configuration (`src/bootstrap/kubeadm_config.rs`: the CRI
-//! socket, the kubelet arguments node containers need, the KubeProxyConfiguration appended to an
-//! init); then the provider's command line (`src/bootstrap/kubeadm.rs`: the started sentinel,
+//! (`crictl ps`) as the provider does; a worker's preloaded images imported as the provider
+//! imports them (`docker save` into `ctr images import`); the CABPK files written in one
+//! `docker exec`, with the provider's rewrites of the kubeadm configuration
+//! (`src/bootstrap/kubeadm_config.rs`: the CRI socket, the kubelet arguments node containers
+//! need, the KubeProxyConfiguration appended to an init); then the provider's command line (`src/bootstrap/kubeadm.rs`: the started sentinel,
 //! kubeadm with its `--ignore-preflight-errors`, the success sentinel). There is no load balancer:
 //! the control-plane endpoint is the control plane's own address on the floor's network.
 //!
@@ -30,8 +31,8 @@ use super::cloud_init::{
 };
 use super::cluster::{CLUSTER_NETWORK, Progress, READY_TIMEOUT, REAL_NODE_VERSION};
 use super::config::{
-    ClusterSettings, Discovery, KubeadmConfigSpec, cluster_configuration, init_configuration,
-    worker_join_configuration,
+    ClusterSettings, Discovery, KubeadmConfigSpec, cluster_configuration,
+    control_plane_join_configuration, init_configuration, worker_join_configuration,
 };
 use super::env::Workload;
 use crate::docker::{
@@ -110,6 +111,16 @@ pub fn worker_join_config_file(spec: &KubeadmConfigSpec, discovery: &Discovery) 
     format!(
         "---\n{}",
         with_cri_socket(&worker_join_configuration(&spec, discovery))
+    )
+}
+
+/// `/run/kubeadm/kubeadm-join-config.yaml` of a joining control plane after the provider's
+/// rewrite (the same as a worker's: the CRI socket and the kubelet arguments).
+pub fn control_plane_join_config_file(spec: &KubeadmConfigSpec, discovery: &Discovery) -> String {
+    let spec = node_container_spec(spec);
+    format!(
+        "---\n{}",
+        with_cri_socket(&control_plane_join_configuration(&spec, discovery))
     )
 }
 
@@ -212,6 +223,9 @@ pub struct FloorTimes {
     pub control_plane: Progress,
     /// The worker: kubeadm join done, then its Node Ready.
     pub worker: Progress,
+    /// A second control plane: kubeadm join (with the shared certificates) done, then its Node
+    /// Ready.
+    pub control_plane_join: Progress,
 }
 
 /// The floor's containers, volumes and network, all removed when it is dropped (also on a
@@ -253,8 +267,15 @@ impl Floor {
         format!("{}-{machine}", self.name)
     }
 
-    /// One control plane initialised and one worker joined, each timed from its `docker run`.
-    pub async fn measure(&mut self, spec: &KubeadmConfigSpec) -> FloorTimes {
+    /// One control plane initialised, one worker joined, then a second control plane joined,
+    /// each timed from its `docker run` (the provider's scenario makes them in that order).
+    /// The worker preloads `worker_preload_images` as the provider does: each exported by the
+    /// engine (`docker save`) into the node's containerd, after boot and before kubeadm.
+    pub async fn measure(
+        &mut self,
+        spec: &KubeadmConfigSpec,
+        worker_preload_images: &[String],
+    ) -> FloorTimes {
         let certificates = ClusterCertificates::generate();
         let cp = self.node("cp0");
         let created = Instant::now();
@@ -298,15 +319,40 @@ impl Floor {
         let created = Instant::now();
         self.run_node(&worker, false);
         wait_booted(&worker).await;
+        for image in worker_preload_images {
+            preload(&worker, image);
+        }
         let file = config_file(JOIN_CONFIG_PATH, worker_join_config_file(spec, &discovery));
         bootstrap(&worker, &[file], &kubeadm_command("join", JOIN_CONFIG_PATH));
         let bootstrapped = created.elapsed();
         let ready = workload
             .wait_node_ready(&worker, created, READY_TIMEOUT)
             .await;
+        let worker = Progress {
+            bootstrapped,
+            ready,
+        };
+
+        // KCP's control-plane join: the shared certificates and the join configuration with its
+        // `controlPlane` section, with the same token.
+        let joining = self.node("cp1");
+        let created = Instant::now();
+        self.run_node(&joining, true);
+        wait_booted(&joining).await;
+        let mut files = certificate_files(&certificates);
+        files.push(config_file(
+            JOIN_CONFIG_PATH,
+            control_plane_join_config_file(spec, &discovery),
+        ));
+        bootstrap(&joining, &files, &kubeadm_command("join", JOIN_CONFIG_PATH));
+        let bootstrapped = created.elapsed();
+        let ready = workload
+            .wait_node_ready(&joining, created, READY_TIMEOUT)
+            .await;
         FloorTimes {
             control_plane,
-            worker: Progress {
+            worker,
+            control_plane_join: Progress {
                 bootstrapped,
                 ready,
             },
@@ -410,6 +456,32 @@ async fn wait_booted(node: &str) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     panic!("the container runtime of the floor's {node} does not answer crictl ps");
+}
+
+/// `docker save <image> | docker exec -i <node> ctr --namespace=k8s.io images import -`; panics
+/// when either side fails.
+fn preload(node: &str, image: &str) {
+    let mut save = Command::new("docker")
+        .args(["save", image])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("docker save");
+    let archive = save.stdout.take().expect("docker save's output");
+    let import = Command::new("docker")
+        .args(["exec", "--interactive", node])
+        .args(["ctr", "--namespace=k8s.io", "images", "import", "-"])
+        .stdin(archive)
+        .output()
+        .expect("docker exec ctr");
+    assert!(
+        save.wait().expect("docker save").success(),
+        "docker save {image}"
+    );
+    assert!(
+        import.status.success(),
+        "importing {image} into the floor's {node}: {}",
+        String::from_utf8_lossy(&import.stderr)
+    );
 }
 
 /// Writes the files in one exec, then runs the kubeadm command line; panics with its output
@@ -524,6 +596,40 @@ nodeRegistration:
   taints:
   - effect: NoSchedule
     key: node.cluster.x-k8s.io/uninitialized
+"
+        );
+    }
+
+    #[test]
+    fn the_control_plane_join_config_is_what_the_provider_writes_after_its_rewrite() {
+        let discovery = Discovery {
+            api_server_endpoint: "10.89.0.2:6443".into(),
+            token: "abcdef.0123456789abcdef".into(),
+            ca_cert_hash: "sha256:00".into(),
+        };
+        assert_eq!(
+            control_plane_join_config_file(&spec(), &discovery),
+            "---
+apiVersion: kubeadm.k8s.io/v1beta3
+controlPlane:
+  localAPIEndpoint: {}
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: 10.89.0.2:6443
+    caCertHashes:
+    - sha256:00
+    token: abcdef.0123456789abcdef
+kind: JoinConfiguration
+nodeRegistration:
+  criSocket: unix:///var/run/containerd/containerd.sock
+  imagePullPolicy: Never
+  kubeletExtraArgs:
+    cgroup-root: /kubelet
+    eviction-hard: nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%
+    fail-swap-on: \"false\"
+    image-gc-high-threshold: \"100\"
+    runtime-cgroups: /system.slice/containerd.service
+  taints: null
 "
         );
     }

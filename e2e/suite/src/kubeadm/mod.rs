@@ -59,7 +59,8 @@ pub use config::{
 pub use env::{Workload, node_ready};
 pub use etcd::{ETCD_CLIENT_PORT, EtcdClient, Member, Removal, parse_http_answer};
 pub use floor::{
-    CREATED_BY_LABEL, Floor, FloorTimes, PREFLIGHT_FLAG, init_config_file, kubeadm_command,
-    node_container_spec, node_run_args, ratio_line, worker_join_config_file, write_files_script,
+    CREATED_BY_LABEL, Floor, FloorTimes, PREFLIGHT_FLAG, control_plane_join_config_file,
+    init_config_file, kubeadm_command, node_container_spec, node_run_args, ratio_line,
+    worker_join_config_file, write_files_script,
 };
 pub use token::{BootstrapToken, DEFAULT_NODE_TOKEN_GROUP, DEFAULT_TOKEN_TTL};

@@ -148,6 +148,27 @@ pub async fn quick_start(mut env: Env) {
             },
         )
         .await;
+        // Written by the provider (its field manager), not by kubelet.
+        let node = env.node(container).await;
+        assert_eq!(
+            field_owners(&node.metadata, &["spec", "providerID"]),
+            [PROVIDER_FIELD_MANAGER],
+            "the owner of Node {container}'s spec.providerID"
+        );
+    }
+    // Core matches each Machine to its Node by that provider ID (`kubectl get machines` shows
+    // the Node), and the provider keeps both machines as they are.
+    for (machine, container) in [("cp", &cp), ("md", &worker)] {
+        assert_eq!(
+            &env.wait_node_ref(machine, Duration::from_secs(30)).await,
+            container
+        );
+    }
+    env.wait_settled(Duration::from_secs(30)).await;
+    for (machine, dm) in [("cp", &cp_dm), ("md", &md_dm)] {
+        let now = env.get(&infra(machine_kind), machine).await.unwrap();
+        assert_eq!(condition_state(&now, "Ready").unwrap().0, "True");
+        assert_eq!(now.data["spec"], dm.data["spec"], "{machine} untouched");
     }
 
     // Scenario 7: deleting the cluster as core does leaves no container, volume, network or

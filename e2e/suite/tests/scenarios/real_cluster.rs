@@ -9,8 +9,9 @@
 //! container in reverse order with the manager down (pinned addresses and host port).
 //!
 //! Then the floor ([`Floor`]): the same node image bootstrapped by hand with the same kubeadm
-//! commands, one control plane and one worker, whose times the provider's are printed against as
-//! ratios (provider / floor), never asserted. Its endpoint is the control plane's own address.
+//! commands, a control plane, a worker and a second control plane, whose times the provider's
+//! are printed against as ratios (provider / floor), never asserted. Its endpoint is the first
+//! control plane's own address.
 //!
 //! It runs only where it can: an engine that accepts privileged containers (rootful Podman here:
 //! `hack/podman.sh`) holding the real node image (`bash e2e/images/real/build.sh`, then load it
@@ -69,7 +70,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     // Core and the user: the Cluster (with its network, which CABPK copies into kubeadm's) and
     // the DockerCluster; the load balancer comes up and the infrastructure is provisioned. KCP
     // stores the cluster's certificates and the admin kubeconfig.
-    let cluster = env
+    let mut cluster = env
         .create_real_cluster(
             &name,
             &image,
@@ -98,14 +99,18 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     let lb = cluster.load_balancer();
     let port = cluster.load_balancer_port();
 
-    // A worker joins (CABPK: a bootstrap token in the workload cluster first), then KCP scales
-    // up one control plane at a time, once every existing one is Ready.
-    let mut provider_md0 = None;
+    // A worker joins (CABPK: a bootstrap token in the workload cluster first), preloading an
+    // image of the engine into its containerd, then KCP scales up one control plane at a time,
+    // once every existing one is Ready.
+    let preload = format!(
+        "{}/haproxy:{}",
+        env.images.haproxy_repository, env.images.haproxy_tag
+    );
+    cluster.worker_preload_images = vec![preload.clone()];
+    let mut joined = Vec::new();
     for (machine, control_plane) in [("md0", false), ("cp1", true), ("cp2", true)] {
         let progress = cluster.join(&env, &workload, machine, control_plane).await;
-        if machine == "md0" {
-            provider_md0 = Some(progress);
-        }
+        joined.push((machine, control_plane, progress));
         timings.push((
             format!("{machine}: created -> kubeadm join done"),
             progress.bootstrapped,
@@ -113,11 +118,38 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
         timings.push((format!("{machine}: created -> Node Ready"), progress.ready));
     }
 
+    // The preloaded image is in the worker's containerd, where kubelet finds it (the engine may
+    // qualify its name: `docker.io/` or `localhost/`).
+    let md0 = env
+        .get(&infra(env.kinds.machine()), "md0")
+        .await
+        .expect("DockerMachine md0");
+    assert_eq!(
+        condition_state(&md0, "PreLoadedImagesReady").map(|c| c.0),
+        Some("True".into()),
+        "conditions: {}",
+        md0.data["status"]["conditions"]
+    );
+    let images = docker_exec(&node("md0"), &["ctr", "-n", "k8s.io", "images", "ls", "-q"]);
+    assert!(
+        images.lines().any(|i| i.ends_with(&preload)),
+        "{preload} in md0's containerd: {images}"
+    );
+
     // Every Node is registered and Ready, with its DockerMachine's provider ID.
     let machines = ["cp0", "cp1", "cp2", "md0"].map(String::from);
     cluster
         .wait_nodes_match_machines(&env, &workload, &machines, Duration::from_secs(120))
         .await;
+    // Core's Machine controller finds each Node by that provider ID, through the workload
+    // cluster's kubeconfig Secret, and records it on the Machine.
+    for machine in &machines {
+        assert_eq!(
+            env.wait_node_ref(machine, Duration::from_secs(60)).await,
+            node(machine),
+            "Machine {machine}'s status.nodeRef"
+        );
+    }
     // The nodes run with the cluster's PKI from the management cluster's Secrets (kubeadm made
     // no CA of its own), the joined control planes included.
     for (path, expected) in [
@@ -158,6 +190,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     let mut current = haproxy_backends(&haproxy_config(&lb));
     current.sort();
     assert_eq!(current, backends(&["cp0", "cp1", "cp2"]));
+    wait_servers_up(&lb, &network, &[node("cp0"), node("cp1"), node("cp2")]).await;
     let etcd = EtcdClient::new(&cluster.certificates.etcd);
     let members = etcd
         .members(&ip_on(&node("cp1"), &env.network))
@@ -237,6 +270,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
         backends(&["cp0", "cp1", "cp2"]),
         "the same backends"
     );
+    wait_servers_up(&lb, &network, &[node("cp0"), node("cp1"), node("cp2")]).await;
     timings.push((
         "restart: stopped, started in reverse, every Node Ready".into(),
         back,
@@ -247,6 +281,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     let removing = Instant::now();
     let worker = node("md0");
     let worker_volumes = container_volumes(&worker);
+    assert!(!worker_volumes.is_empty(), "{worker} has its /var volume");
     cluster
         .remove_worker(&env, &workload, "md0", Duration::from_secs(120))
         .await;
@@ -262,6 +297,8 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     let removing = Instant::now();
     let victim = node("cp0");
     env.begin_machine_deletion("cp0").await;
+    // Drained in the configuration, then in haproxy itself (reloaded: still `UP`, at weight 0,
+    // so it gets no new connection and keeps the ones it has).
     eventually(Duration::from_secs(60), "cp0 to be drained", || async {
         let drained = haproxy_backends(&haproxy_config(&lb))
             .iter()
@@ -269,6 +306,12 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
         let dm = env.get(&infra("DockerMachine"), "cp0").await?;
         let weight = dm.metadata.annotations?.get(WEIGHT_ANNOTATION).cloned();
         (drained && weight.as_deref() == Some("0")).then_some(())
+    })
+    .await;
+    wait_haproxy(&lb, &network, &format!("{victim} drained"), |running| {
+        running
+            .iter()
+            .any(|s| s.name == victim && s.weight == 0 && s.status == "UP")
     })
     .await;
     workload.drain(&victim).await;
@@ -291,6 +334,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
             .unwrap_or("none, it did not lead")
     );
     let victim_volumes = container_volumes(&victim);
+    assert!(!victim_volumes.is_empty(), "{victim} has its /var volume");
     env.finish_machine_deletion("cp0", Duration::from_secs(120))
         .await;
     // New connections: the load balancer sends them to the remaining control planes only.
@@ -303,6 +347,7 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     let mut current = haproxy_backends(&haproxy_config(&lb));
     current.sort();
     assert_eq!(current, backends(&["cp1", "cp2"]), "cp0's backend is gone");
+    wait_servers_up(&lb, &network, &[node("cp1"), node("cp2")]).await;
     assert!(victim_volumes.iter().all(|v| !volume_exists(v)));
     let members = etcd.members(&remaining[0].1).await.expect("etcd members");
     let mut member_names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
@@ -345,7 +390,9 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
     // image and kubeadm commands by hand, then everything it made removed.
     let mut floor = Floor::new(&image);
     env.adopt_cluster(&floor.name);
-    let floor_times = floor.measure(&cluster.spec).await;
+    let floor_times = floor
+        .measure(&cluster.spec, &cluster.worker_preload_images)
+        .await;
     let left = floor.remove();
     assert!(left.is_empty(), "the floor left {left:?}");
 
@@ -354,33 +401,86 @@ async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
         println!("  {what:<52} {:>6.1}s", took.as_secs_f64());
     }
     println!("  {:<52} {:>6.1}s", "all", started.elapsed().as_secs_f64());
-    let provider_md0 = provider_md0.expect("md0 joined");
     println!(
         "real_cluster against the floor (the same image and kubeadm commands by hand; the floor's \
          control-plane endpoint is its control plane's own address, no load balancer):"
     );
-    for (what, provider, floor) in [
+    let mut rows = vec![
         (
-            "cp0: created -> kubeadm init done",
+            "cp0: created -> kubeadm init done".to_string(),
             provider_cp0.bootstrapped,
             floor_times.control_plane.bootstrapped,
         ),
         (
-            "cp0: created -> first control plane Ready",
+            "cp0: created -> first control plane Ready".to_string(),
             provider_cp0.ready,
             floor_times.control_plane.ready,
         ),
-        (
-            "md0: created -> kubeadm join done",
-            provider_md0.bootstrapped,
-            floor_times.worker.bootstrapped,
-        ),
-        (
-            "md0: created -> Node Ready",
-            provider_md0.ready,
-            floor_times.worker.ready,
-        ),
-    ] {
-        println!("  {}", ratio_line(what, provider, floor));
+    ];
+    // Each joined node against the floor's join of its kind (a worker, a second control plane).
+    for (machine, control_plane, progress) in joined {
+        let floor = if control_plane {
+            floor_times.control_plane_join
+        } else {
+            floor_times.worker
+        };
+        rows.push((
+            format!("{machine}: created -> kubeadm join done"),
+            progress.bootstrapped,
+            floor.bootstrapped,
+        ));
+        rows.push((
+            format!("{machine}: created -> Node Ready"),
+            progress.ready,
+            floor.ready,
+        ));
+    }
+    for (what, provider, floor) in rows {
+        println!("  {}", ratio_line(&what, provider, floor));
+    }
+}
+
+/// Waits until haproxy's own view of the `kube-apiservers` backend is exactly `servers`, each
+/// `UP` at full weight with its last `/healthz` check answered (`L7OK`): every control plane
+/// answers through the load balancer, not only one of them.
+async fn wait_servers_up(lb: &str, network: &str, servers: &[String]) {
+    let mut expected = servers.to_vec();
+    expected.sort();
+    wait_haproxy(
+        lb,
+        network,
+        &format!("{expected:?} up and healthy"),
+        |running| {
+            let mut up: Vec<String> = running
+                .iter()
+                .filter(|s| s.status == "UP" && s.weight == 100 && s.check == "L7OK")
+                .map(|s| s.name.clone())
+                .collect();
+            up.sort();
+            up == expected && running.len() == expected.len()
+        },
+    )
+    .await;
+}
+
+/// Waits up to 60 s until haproxy's running state of the `kube-apiservers` backend (its stats
+/// page) satisfies `good`; the failure names what it saw last.
+async fn wait_haproxy(
+    lb: &str,
+    network: &str,
+    what: &str,
+    good: impl Fn(&[HaproxyServer]) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let seen = haproxy_servers(lb, network);
+        if seen.as_deref().is_ok_and(&good) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "haproxy does not see {what} within 60 s; it sees {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
