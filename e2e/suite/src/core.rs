@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::{Env, eventually};
 
 mod deletion;
+pub mod machine_controller;
 mod machines;
 
 pub use deletion::CLUSTER_FINALIZER;

@@ -3,9 +3,10 @@
 //! the files and functions): the MachinePool owns its DockerMachinePool and carries the bootstrap
 //! data secret; once the workload cluster is reachable and the pool names its machines' kind,
 //! core makes one Machine per DockerMachine, named after it, with an empty bootstrap data secret
-//! name and a version only from a Node; the Machine controller adds its finalizer, makes the
-//! Machine the DockerMachine's controller, copies `spec.providerID` once provisioned, and on
-//! deletion deletes the DockerMachine before it releases the Machine; the pool's
+//! name and a version only from a Node; the Machine controller (the suite's one pass for every
+//! Machine, `core/machine_controller.rs`) adds its finalizer, makes the Machine the
+//! DockerMachine's controller, copies `spec.providerID` once provisioned, records the Node, and
+//! on deletion deletes the DockerMachine before it releases the Machine; the pool's
 //! `providerIDList` and replicas are copied once the DockerMachinePool is `status.ready`. Both
 //! controllers add their finalizer first and then leave a paused object alone; a deleting
 //! MachinePool only has its DockerMachinePool deleted, and its finalizer goes with the latter.
@@ -18,7 +19,8 @@ use base64::Engine as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use crate::core::{MACHINE_FINALIZER, capi, condition_state, infra, owner, provisioned};
+use crate::core::machine_controller::{has_finalizer, paused, workload_nodes};
+use crate::core::{capi, condition_state, infra, owner, provisioned};
 use crate::{Env, eventually};
 
 /// The label core and the provider put on a MachinePool's Machines and DockerMachines.
@@ -28,11 +30,6 @@ pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 
 /// Core's finalizer on a MachinePool.
 pub const MACHINE_POOL_FINALIZER: &str = "machinepool.cluster.x-k8s.io";
-/// The annotation that pauses core's reconciliation of one object.
-const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
-
-/// How long core waits for one Machine's infrastructure to go.
-const MACHINE_DELETION: Duration = Duration::from_secs(90);
 
 /// A MachinePool and its DockerMachinePool (of the same name, as CAPD's templates write them).
 #[derive(Debug, Clone)]
@@ -263,13 +260,13 @@ impl Env {
             return;
         }
         // Core reaches the workload cluster (its ClusterCache) before it makes any Machine.
-        if !self.workload_reachable(&pool.cluster).await {
+        let Some(workload) = self.cluster_cache_client(&pool.cluster).await else {
             return;
-        }
+        };
         // `reconcileMachines`: only for a pool that names its machines' kind; one Machine for
         // every infrastructure machine, deleting ones included (`createOrUpdateMachines`).
         if dmp.data["status"]["infrastructureMachineKind"] == "DockerMachine" {
-            let nodes = self.workload_nodes_by_provider_id().await;
+            let nodes = kubelet_versions_by_provider_id(workload).await;
             for docker_machine in self.pool_objects(&infra("DockerMachine"), pool).await {
                 self.apply_pool_machine(machine_pool, pool, &docker_machine, &nodes)
                     .await;
@@ -314,39 +311,6 @@ impl Env {
         }
     }
 
-    /// Whether core's cluster cache reaches the workload cluster: its kubeconfig Secret exists.
-    async fn workload_reachable(&self, cluster: &str) -> bool {
-        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
-            kube::Api::namespaced(self.client.clone(), &self.namespace);
-        secrets
-            .get_opt(&format!("{cluster}-kubeconfig"))
-            .await
-            .ok()
-            .flatten()
-            .is_some()
-    }
-
-    /// The workload cluster's Nodes by `spec.providerID`, with their kubelet versions.
-    async fn workload_nodes_by_provider_id(&self) -> Vec<(String, String)> {
-        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> =
-            kube::Api::all(self.workload_client.clone());
-        let Ok(list) = nodes.list(&ListParams::default()).await else {
-            return Vec::new();
-        };
-        list.items
-            .into_iter()
-            .filter_map(|node| {
-                let id = node.spec?.provider_id.filter(|id| !id.is_empty())?;
-                let version = node
-                    .status
-                    .and_then(|s| s.node_info)
-                    .map(|i| i.kubelet_version)
-                    .unwrap_or_default();
-                Some((id, version))
-            })
-            .collect()
-    }
-
     /// Core's Machine for a pool's DockerMachine (`computeDesiredMachine`), created or brought
     /// up to date as core's server-side apply does.
     async fn apply_pool_machine(
@@ -386,92 +350,6 @@ impl Env {
                 }
             }
         }
-    }
-
-    /// One pass of core 1.12's Machine controller for a pool Machine (`machine_controller.go`):
-    /// its finalizer, nothing more while the Cluster or the Machine is paused, the
-    /// infrastructure machine made its controlled child, `spec.providerID` copied once the
-    /// machine is provisioned, and on deletion the infrastructure machine deleted, waited for,
-    /// and the finalizer released.
-    async fn machine_controller_pass(
-        &self,
-        machine: &DynamicObject,
-        cluster: Option<&DynamicObject>,
-    ) {
-        let name = machine.metadata.name.clone().unwrap_or_default();
-        let deleting = machine.metadata.deletion_timestamp.is_some();
-        if !deleting && !has_finalizer(machine, MACHINE_FINALIZER) {
-            // `EnsureFinalizer`: added, and the pass ends.
-            self.merge_patch(
-                &capi("Machine"),
-                &name,
-                json!({"metadata": {"finalizers": [MACHINE_FINALIZER]}}),
-            )
-            .await;
-            return;
-        }
-        // A missing Cluster ends core's pass with an error; a paused one (or a paused Machine)
-        // ends it quietly (`EnsurePausedCondition`).
-        if cluster.is_none_or(|cluster| paused(cluster, machine)) {
-            return;
-        }
-        let docker_machine = self.get(&infra("DockerMachine"), &name).await;
-        if deleting {
-            match docker_machine {
-                None => self.release_machine(&name, MACHINE_DELETION).await,
-                Some(dm) if dm.metadata.deletion_timestamp.is_none() => {
-                    self.finish_machine_deletion(&name, MACHINE_DELETION).await;
-                }
-                // Deleting since an earlier (cancelled) pass: released once gone.
-                Some(_) => {}
-            }
-            return;
-        }
-        let Some(docker_machine) = docker_machine else {
-            return;
-        };
-        if !controlled_by_machine(&docker_machine) {
-            self.adopt_docker_machine(machine, &docker_machine).await;
-        }
-        let provider_id = &docker_machine.data["spec"]["providerID"];
-        let provisioned =
-            docker_machine.data["status"]["initialization"]["provisioned"] == json!(true);
-        if provisioned
-            && provider_id.as_str().is_some_and(|id| !id.is_empty())
-            && machine.data["spec"]["providerID"] != *provider_id
-        {
-            self.merge_patch(
-                &capi("Machine"),
-                &name,
-                json!({"spec": {"providerID": provider_id}}),
-            )
-            .await;
-        }
-    }
-
-    /// The Machine controller's `ensureExternalOwnershipAndWatch`: the Machine becomes the
-    /// infrastructure machine's controller (other owners kept, as the pool's), and the
-    /// cluster-name label is set.
-    async fn adopt_docker_machine(&self, machine: &DynamicObject, docker_machine: &DynamicObject) {
-        let name = docker_machine.metadata.name.clone().unwrap_or_default();
-        let mut owners: Vec<Value> = docker_machine
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .map(|r| serde_json::to_value(r).unwrap())
-            .collect();
-        owners.push(owner("Machine", machine));
-        let cluster = &machine.data["spec"]["clusterName"];
-        self.merge_patch(
-            &infra("DockerMachine"),
-            &name,
-            json!({"metadata": {
-                "ownerReferences": owners,
-                "labels": {"cluster.x-k8s.io/cluster-name": cluster}
-            }}),
-        )
-        .await;
     }
 
     /// Waits until the pool settled at `replicas`: as many containers, DockerMachines (all
@@ -590,37 +468,6 @@ pub fn label_value(name: &str) -> String {
     format!("hash_{encoded}_z")
 }
 
-/// Whether a Machine is the object's controller.
-fn controlled_by_machine(object: &DynamicObject) -> bool {
-    object
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r| r.kind == "Machine" && r.controller == Some(true))
-}
-
-/// Whether the object carries `finalizer`.
-fn has_finalizer(object: &DynamicObject, finalizer: &str) -> bool {
-    object
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == finalizer)
-}
-
-/// Whether core 1.12 leaves the object alone (`util/paused`, `EnsurePausedCondition`): its
-/// Cluster has `spec.paused` or the object has the `cluster.x-k8s.io/paused` annotation.
-fn paused(cluster: &DynamicObject, object: &DynamicObject) -> bool {
-    cluster.data["spec"]["paused"] == json!(true)
-        || object
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(PAUSED_ANNOTATION))
-}
-
 /// A list of strings, absent or `null` read as empty (as core's `UnstructuredUnmarshalField`
 /// leaves a nil slice).
 fn string_list(value: &Value) -> Vec<&str> {
@@ -629,5 +476,22 @@ fn string_list(value: &Value) -> Vec<&str> {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
+        .collect()
+}
+
+/// The workload cluster's Nodes by `spec.providerID`, with their kubelet versions.
+async fn kubelet_versions_by_provider_id(workload: kube::Client) -> Vec<(String, String)> {
+    workload_nodes(workload)
+        .await
+        .into_iter()
+        .filter_map(|node| {
+            let id = node.spec?.provider_id.filter(|id| !id.is_empty())?;
+            let version = node
+                .status
+                .and_then(|s| s.node_info)
+                .map(|i| i.kubelet_version)
+                .unwrap_or_default();
+            Some((id, version))
+        })
         .collect()
 }

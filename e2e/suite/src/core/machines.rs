@@ -1,18 +1,12 @@
 //! Core 1.12's MachineSet and KubeadmControlPlane Machines and the infrastructure machines they
-//! clone from a template, and the Machine controller's passes over them: the provider ID copied
-//! from the infrastructure machine, then the workload Node recorded as `status.nodeRef`.
+//! clone from a template (the Machine controller's passes over them: `machine_controller.rs`).
 
-use std::time::Duration;
-
-use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::{Api, DynamicObject, ListParams};
-use kube::config::Kubeconfig;
-use kube::{Client, Config};
+use kube::api::DynamicObject;
 use serde_json::{Map, Value, json};
 
 use super::{InfraKinds, MACHINE_FINALIZER, MachineSpec, capi, infra, owner};
+use crate::Env;
 use crate::pool::label_value;
-use crate::{Env, eventually};
 
 /// The label core puts on every object of a cluster.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
@@ -237,113 +231,6 @@ impl Env {
             )
             .await;
         (machine, docker_machine)
-    }
-
-    /// One pass of core 1.12's Machine controller over a Machine that is not deleting:
-    /// `reconcileInfrastructure` copies the infrastructure machine's `spec.providerID` once it is
-    /// provisioned and has one; `reconcileNode` then finds the workload Node with that provider
-    /// ID and records it as `status.nodeRef` (`{name}`), once core's cluster cache reaches the
-    /// workload cluster. Returns the Machine as it is after.
-    pub async fn play_machine_controller(&self, name: &str) -> Option<DynamicObject> {
-        let mut machine = self.get(&capi("Machine"), name).await?;
-        if machine.metadata.deletion_timestamp.is_some() {
-            return Some(machine);
-        }
-        let reference = &machine.data["spec"]["infrastructureRef"];
-        let kind = reference["kind"].as_str().unwrap_or(self.kinds.machine());
-        let infra_name = reference["name"].as_str().unwrap_or(name);
-        if let Some(infra_machine) = self.get(&infra(kind), infra_name).await {
-            let provider_id = &infra_machine.data["spec"]["providerID"];
-            let provisioned =
-                infra_machine.data["status"]["initialization"]["provisioned"] == json!(true);
-            if provisioned
-                && provider_id.as_str().is_some_and(|id| !id.is_empty())
-                && machine.data["spec"]["providerID"] != *provider_id
-            {
-                self.merge_patch(
-                    &capi("Machine"),
-                    name,
-                    json!({"spec": {"providerID": provider_id}}),
-                )
-                .await;
-                machine = self.get(&capi("Machine"), name).await?;
-            }
-        }
-        let Some(provider_id) = machine.data["spec"]["providerID"]
-            .as_str()
-            .filter(|id| !id.is_empty())
-        else {
-            return Some(machine);
-        };
-        let cluster = machine.data["spec"]["clusterName"]
-            .as_str()
-            .unwrap_or_default();
-        if machine.data["status"]["nodeRef"]["name"].is_string() {
-            return Some(machine);
-        }
-        let Some(workload) = self.cluster_cache_client(cluster).await else {
-            return Some(machine);
-        };
-        if let Some(node) = self.node_with_provider_id(workload, provider_id).await {
-            self.merge_patch_status(
-                &capi("Machine"),
-                name,
-                json!({"status": {"nodeRef": {"name": node}}}),
-            )
-            .await;
-            machine = self.get(&capi("Machine"), name).await?;
-        }
-        Some(machine)
-    }
-
-    /// Plays core's Machine controller over a Machine until it records its Node; the Node's name.
-    pub async fn wait_node_ref(&self, machine: &str, timeout: Duration) -> String {
-        eventually(
-            timeout,
-            &format!("core to record Machine {machine}'s Node"),
-            || async {
-                let found = self.play_machine_controller(machine).await?;
-                found.data["status"]["nodeRef"]["name"]
-                    .as_str()
-                    .map(str::to_string)
-            },
-        )
-        .await
-    }
-
-    /// The workload cluster as core's cluster cache reaches it (`controllers/clustercache`,
-    /// `cluster_cache.go`): only once the Cluster's infrastructure is provisioned, with the
-    /// kubeconfig of the `<cluster>-kubeconfig` Secret (the test workload API server, or a real
-    /// cluster's load balancer); `None` before.
-    async fn cluster_cache_client(&self, cluster: &str) -> Option<Client> {
-        let found = self.get(&capi("Cluster"), cluster).await?;
-        if found.data["status"]["initialization"]["infrastructureProvisioned"] != json!(true) {
-            return None;
-        }
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
-        let secret = secrets
-            .get_opt(&format!("{cluster}-kubeconfig"))
-            .await
-            .ok()??;
-        // A kubeconfig core cannot use (a scenario may store a bad one) reaches nothing.
-        let kubeconfig = secret.data?.remove("value")?;
-        let kubeconfig = Kubeconfig::from_yaml(std::str::from_utf8(&kubeconfig.0).ok()?).ok()?;
-        let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .ok()?;
-        Client::try_from(config).ok()
-    }
-
-    /// The name of the workload Node whose `spec.providerID` is `provider_id`.
-    async fn node_with_provider_id(&self, workload: Client, provider_id: &str) -> Option<String> {
-        let nodes: Api<Node> = Api::all(workload);
-        let list = nodes.list(&ListParams::default()).await.ok()?;
-        list.items
-            .into_iter()
-            .find(|node| {
-                node.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)
-            })
-            .and_then(|node| node.metadata.name)
     }
 }
 
