@@ -11,7 +11,7 @@
 #                                 (0 when all went well)
 #   bash hack/run.sh --real       a sandbox whose cluster is a REAL Kubernetes v1.28.4 cluster: the
 #                                 real node image (e2e/images/real, built when missing: the first
-#                                 build compiles Kubernetes, ~13 min on two cores) bootstrapped by
+#                                 build compiles Kubernetes, 7-13 min on two cores) bootstrapped by
 #                                 real kubeadm with data from the e2e suite's CABPK/KCP stand-in;
 #                                 ends with the workload cluster's `kubectl get nodes -o wide`
 #                                 (its kubeconfig: out/sandbox/demo.kubeconfig). Real nodes need
@@ -108,7 +108,7 @@ echo "--- test node images (built when missing: about a minute, needs root for d
 bash e2e/images/build.sh
 if [ "$real" = true ]; then
   if ! bash e2e/images/real/build.sh --check >/dev/null 2>&1; then
-    echo "--- real node image: missing, building it (bash e2e/images/real/build.sh; the first build compiles Kubernetes v1.28.4 from ../shared/k8s, ~13 minutes on two cores, then ~2-3 minutes for the image; later builds reuse the binaries)"
+    echo "--- real node image: missing, building it (bash e2e/images/real/build.sh; the first build compiles Kubernetes v1.28.4 from ../shared/k8s, 7-13 minutes on two cores, then 1-3 minutes for the image; later builds reuse the binaries)"
   fi
   bash e2e/images/real/build.sh >/dev/null
   # shellcheck disable=SC1091

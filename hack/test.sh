@@ -11,7 +11,7 @@ echo "--- test images (a no-op when up to date)"
 bash e2e/images/build.sh
 
 # The real node image (e2e/images/real): Kubernetes v1.28.4 built from ../shared/k8s (kept in
-# /var/cache/capd-rs; about 13 minutes on two cores the first time), systemd, containerd.
+# /var/cache/capd-rs; 7 to 13 minutes on two cores the first time), systemd, containerd.
 echo "--- real node image (a no-op when up to date)"
 bash e2e/images/real/build.sh
 
