@@ -79,12 +79,18 @@ async fn hold(since: Instant) {
     tokio::time::sleep(left).await;
 }
 
+/// How long the control plane's bootstrap runs: long enough that an outage starts inside it
+/// even when a loaded machine notices the running bootstrap seconds late (with 6 s, one CI run
+/// saw the bootstrap end before the streams were cut).
+const BOOTSTRAP_SECONDS: u32 = 20;
+
 /// A provisioned cluster whose control plane `cp` is in the middle of its bootstrap; its name.
 async fn cluster_bootstrapping_a_control_plane(env: &mut Env) -> String {
     let name = env.cluster_name();
     env.create_kubeconfig_secret(&name).await;
     env.provisioned_cluster(&name, json!({})).await;
-    env.create_secret("cp-bootstrap", &cloud_config(6)).await;
+    env.create_secret("cp-bootstrap", &cloud_config(BOOTSTRAP_SECONDS))
+        .await;
     env.create_machine(&name, "cp", true, Some("cp-bootstrap"))
         .await;
     env.wait_bootstrap_running("cp", PROVISION).await;
