@@ -376,6 +376,18 @@ impl DockerMachineFixture for DockerMachine {
     }
 }
 
+/// A test API server of its own, and a client of it.
+pub async fn test_api_server() -> (testapiserver::Handle, kube::Client) {
+    let server = testapiserver::TestApiServer::start(Default::default())
+        .await
+        .unwrap();
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(server.kubeconfig_yaml()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    (server, kube::Client::try_from(config).unwrap())
+}
+
 /// A controller context on `runtime` whose Kubernetes client points nowhere: for scenario tests
 /// of the Docker side (Events fail quietly, caches are empty).
 pub fn test_context(runtime: crate::docker::FakeRuntime) -> crate::controllers::context::Context {

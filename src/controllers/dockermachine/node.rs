@@ -263,14 +263,7 @@ mod tests {
     #[tokio::test]
     async fn sync_node_leaves_a_foreign_node_alone_and_initializes_ours() {
         use kube::api::PostParams;
-        let server = testapiserver::TestApiServer::start(Default::default())
-            .await
-            .unwrap();
-        let kubeconfig = kube::config::Kubeconfig::from_yaml(server.kubeconfig_yaml()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        let client = Client::try_from(config).unwrap();
+        let (_server, client) = crate::controllers::fixtures::test_api_server().await;
         let nodes: Api<Node> = Api::all(client.clone());
         for (name, id) in [("c1-m1", ""), ("c1-m2", "docker:////elsewhere")] {
             let mut n = node(id, vec![taint(UNINITIALIZED_TAINT)], &[]);
@@ -299,8 +292,25 @@ mod tests {
 
         assert_eq!(sync("c1-m1").await, NodeSync::Patched);
         assert_eq!(sync("c1-m1").await, NodeSync::Unchanged);
-        let ours = nodes.get("c1-m1").await.unwrap().spec.unwrap();
-        assert_eq!(ours.provider_id.as_deref(), Some("docker:////c1-m1"));
+        let ours = nodes.get("c1-m1").await.unwrap();
+        assert_eq!(
+            ours.spec.unwrap().provider_id.as_deref(),
+            Some("docker:////c1-m1")
+        );
+        // Written under the provider's field manager (kubelet writes the rest of the Node).
+        let owners: Vec<_> = ours
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|e| {
+                e.fields_v1
+                    .as_ref()
+                    .is_some_and(|f| f.0["f:spec"].get("f:providerID").is_some())
+            })
+            .filter_map(|e| e.manager.as_deref())
+            .collect();
+        assert_eq!(owners, [FIELD_MANAGER]);
     }
 
     #[test]

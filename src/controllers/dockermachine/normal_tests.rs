@@ -65,14 +65,7 @@ async fn api_with_docker_machines() -> (testapiserver::Handle, kube::Client) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, ListParams, PostParams};
 
-    let server = testapiserver::TestApiServer::start(Default::default())
-        .await
-        .unwrap();
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(server.kubeconfig_yaml()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(config).unwrap();
+    let (server, client) = crate::controllers::fixtures::test_api_server().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut crd = crate::api::crd::docker_machine().unwrap();
     // No conversion webhook runs here; the test only speaks the storage version.
