@@ -526,6 +526,15 @@ mod tests {
         KubeadmConfigSpec::real_node()
     }
 
+    /// A join's discovery with a short, fixed CA hash, for whole-file comparisons.
+    fn discovery() -> Discovery {
+        Discovery {
+            api_server_endpoint: "10.89.0.2:6443".into(),
+            token: "abcdef.0123456789abcdef".into(),
+            ca_cert_hash: "sha256:00".into(),
+        }
+    }
+
     #[test]
     fn the_init_config_is_what_the_provider_writes_after_its_rewrite() {
         let settings = ClusterSettings {
@@ -569,13 +578,8 @@ kind: KubeProxyConfiguration
 
     #[test]
     fn the_worker_join_config_is_what_the_provider_writes_after_its_rewrite() {
-        let discovery = Discovery {
-            api_server_endpoint: "10.89.0.2:6443".into(),
-            token: "abcdef.0123456789abcdef".into(),
-            ca_cert_hash: "sha256:00".into(),
-        };
         assert_eq!(
-            worker_join_config_file(&spec(), &discovery),
+            worker_join_config_file(&spec(), &discovery()),
             "---
 apiVersion: kubeadm.k8s.io/v1beta3
 discovery:
@@ -602,13 +606,8 @@ nodeRegistration:
 
     #[test]
     fn the_control_plane_join_config_is_what_the_provider_writes_after_its_rewrite() {
-        let discovery = Discovery {
-            api_server_endpoint: "10.89.0.2:6443".into(),
-            token: "abcdef.0123456789abcdef".into(),
-            ca_cert_hash: "sha256:00".into(),
-        };
         assert_eq!(
-            control_plane_join_config_file(&spec(), &discovery),
+            control_plane_join_config_file(&spec(), &discovery()),
             "---
 apiVersion: kubeadm.k8s.io/v1beta3
 controlPlane:
