@@ -19,7 +19,7 @@ use base64::Engine as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use crate::core::machine_controller::{has_finalizer, paused, workload_nodes};
+use crate::core::machine_controller::{paused, workload_nodes};
 use crate::core::{capi, condition_state, infra, owner, provisioned};
 use crate::{Env, eventually};
 
@@ -195,16 +195,11 @@ impl Env {
         cluster: Option<&DynamicObject>,
     ) {
         let deleting = machine_pool.metadata.deletion_timestamp.is_some();
-        if !deleting && !has_finalizer(machine_pool, MACHINE_POOL_FINALIZER) {
-            // `EnsureFinalizer`: added, and the pass ends.
-            let mut finalizers = machine_pool.metadata.finalizers.clone().unwrap_or_default();
-            finalizers.push(MACHINE_POOL_FINALIZER.to_string());
-            self.merge_patch(
-                &capi("MachinePool"),
-                &pool.name,
-                json!({"metadata": {"finalizers": finalizers}}),
-            )
-            .await;
+        if !deleting
+            && self
+                .ensure_finalizer(&capi("MachinePool"), machine_pool, MACHINE_POOL_FINALIZER)
+                .await
+        {
             return;
         }
         let Some(cluster) = cluster else {

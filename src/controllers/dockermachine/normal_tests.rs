@@ -13,8 +13,8 @@ use crate::docker::fake::Call;
 use crate::docker::node::{NodeRole, NodeSpec, create_node};
 use crate::docker::{ContainerRuntime, FakeRuntime, NetworkSpec};
 
-#[tokio::test]
-async fn a_pass_over_a_provisioned_machine_asks_the_engine_once() {
+/// A fake engine with the `kind` network and one running worker node container of cluster `c1`.
+async fn engine_running(container: &str) -> FakeRuntime {
     let fake = FakeRuntime::new();
     fake.add_image("node:test");
     let network = NetworkSpec {
@@ -23,8 +23,14 @@ async fn a_pass_over_a_provisioned_machine_asks_the_engine_once() {
         ..Default::default()
     };
     fake.create_network(&network).await.unwrap();
-    let spec = NodeSpec::new("c1", "c1-m1", NodeRole::Worker, "node:test", "kind");
+    let spec = NodeSpec::new("c1", container, NodeRole::Worker, "node:test", "kind");
     create_node(&fake, &spec).await.unwrap();
+    fake
+}
+
+#[tokio::test]
+async fn a_pass_over_a_provisioned_machine_asks_the_engine_once() {
+    let fake = engine_running("c1-m1").await;
     let before = fake.calls().len();
 
     let ctx = test_context(fake.clone());
@@ -89,23 +95,8 @@ async fn a_pool_machine_whose_pool_has_no_bootstrap_data_yet_is_not_provisioned(
     use kube::api::{Api, PostParams};
 
     let (_server, client) = api_with_docker_machines().await;
-    let fake = FakeRuntime::new();
-    fake.add_image("node:test");
-    let network = NetworkSpec {
-        name: "kind".into(),
-        driver: "bridge".into(),
-        ..Default::default()
-    };
-    fake.create_network(&network).await.unwrap();
     // The pool made the container (it runs) and the DockerMachine named after it.
-    let spec = NodeSpec::new(
-        "c1",
-        "c1-worker-abc123",
-        NodeRole::Worker,
-        "node:test",
-        "kind",
-    );
-    create_node(&fake, &spec).await.unwrap();
+    let fake = engine_running("c1-worker-abc123").await;
     let mut docker_machine = DockerMachine::test("worker-abc123")
         .owned_by("worker-abc123")
         .with_finalizer();

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::config::Kubeconfig;
 use kube::{Client, Config};
 use serde_json::{Value, json};
@@ -33,16 +33,11 @@ impl Env {
     ) {
         let name = machine.metadata.name.clone().unwrap_or_default();
         let deleting = machine.metadata.deletion_timestamp.is_some();
-        if !deleting && !has_finalizer(machine, MACHINE_FINALIZER) {
-            // `EnsureFinalizer`: added, and the pass ends.
-            let mut finalizers = machine.metadata.finalizers.clone().unwrap_or_default();
-            finalizers.push(MACHINE_FINALIZER.to_string());
-            self.merge_patch(
-                &capi("Machine"),
-                &name,
-                json!({"metadata": {"finalizers": finalizers}}),
-            )
-            .await;
+        if !deleting
+            && self
+                .ensure_finalizer(&capi("Machine"), machine, MACHINE_FINALIZER)
+                .await
+        {
             return;
         }
         // A missing Cluster ends core's pass with an error; a paused one (or a paused Machine)
@@ -135,6 +130,25 @@ impl Env {
         }
     }
 
+    /// Core's `finalizers.EnsureFinalizer`: adds `finalizer` to `object` (of `kind`) when it is
+    /// missing; whether it did, in which case core's pass ends there.
+    pub async fn ensure_finalizer(
+        &self,
+        kind: &ApiResource,
+        object: &DynamicObject,
+        finalizer: &str,
+    ) -> bool {
+        if has_finalizer(object, finalizer) {
+            return false;
+        }
+        let mut finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+        finalizers.push(finalizer.to_string());
+        let name = object.metadata.name.clone().unwrap_or_default();
+        self.merge_patch(kind, &name, json!({"metadata": {"finalizers": finalizers}}))
+            .await;
+        true
+    }
+
     /// One pass of the Machine controller over the Machine `name`; the Machine as it is after.
     pub async fn play_machine_controller(&self, name: &str) -> Option<DynamicObject> {
         let machine = self.get(&capi("Machine"), name).await?;
@@ -208,7 +222,7 @@ fn controlled_by_machine(object: &DynamicObject) -> bool {
 }
 
 /// Whether the object carries `finalizer`.
-pub fn has_finalizer(object: &DynamicObject, finalizer: &str) -> bool {
+fn has_finalizer(object: &DynamicObject, finalizer: &str) -> bool {
     object
         .metadata
         .finalizers
