@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A private rootful Podman service for the podman lane of the tests (docs/src/podman.md):
 #   hack/podman.sh start DIR   installs podman when missing, starts `podman system service` on
-#                              DIR/podman.sock, loads the test images, the real node image when
-#                              it was built (and the images named in CAPD_PODMAN_EXTRA_IMAGES)
+#                              DIR/podman.sock, loads the test images, the real node image of
+#                              CAPD_REAL_NODE_IMAGE when set (and those of CAPD_PODMAN_EXTRA_IMAGES)
 #                              from Docker, prints DOCKER_HOST=unix://...
 #   hack/podman.sh rootless DIR starts a rootless service as the user capd-rootless (made when
 #                              missing, with subordinate ids) on DIR/rootless/podman.sock, prints
@@ -38,16 +38,10 @@ case "$command" in
     # and finds them by their short names.
     # shellcheck disable=SC1091
     source "$root/e2e/images/.build/images.env"
-    # The real node image (e2e/images/real/build.sh), when it was built.
-    CAPD_REAL_NODE_IMAGE=
-    if [[ -f $root/e2e/images/.build/real.env ]]; then
-      # shellcheck disable=SC1091
-      source "$root/e2e/images/.build/real.env"
-    fi
     # The test images' tags change with their recipe; the extra ones (the manager image) are
     # loaded every time, since their tags do not.
     missing=()
-    for image in "$CAPD_TEST_NODE_IMAGE" "$CAPD_TEST_HAPROXY_IMAGE" $CAPD_REAL_NODE_IMAGE; do
+    for image in "$CAPD_TEST_NODE_IMAGE" "$CAPD_TEST_HAPROXY_IMAGE" ${CAPD_REAL_NODE_IMAGE:-}; do
       podman image exists "$image" || missing+=("$image")
     done
     read -r -a extra <<< "${CAPD_PODMAN_EXTRA_IMAGES:-}"

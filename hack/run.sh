@@ -9,9 +9,10 @@
 #                                 and deletes it on Ctrl-C, leaving nothing behind
 #   bash hack/run.sh --sandbox --once     the same without a terminal: create, check, delete, exit
 #                                 (0 when all went well)
-#   bash hack/run.sh --real       a sandbox whose cluster is a REAL Kubernetes v1.28.4 cluster: the
-#                                 real node image (e2e/images/real, built when missing: the first
-#                                 build compiles Kubernetes, 7-13 min on two cores) bootstrapped by
+#   bash hack/run.sh --real       a sandbox whose cluster is a REAL Kubernetes cluster: the node
+#                                 image of CAPD_REAL_NODE_IMAGE (a kind node image: kindest/node, or
+#                                 one e2e/images/real/build.sh made from Kubernetes binaries you
+#                                 bring; without it, it says so and exits 0) bootstrapped by
 #                                 real kubeadm with data from the e2e suite's CABPK/KCP stand-in;
 #                                 ends with the workload cluster's `kubectl get nodes -o wide`
 #                                 (its kubeconfig: out/sandbox/demo.kubeconfig). Real nodes need
@@ -66,6 +67,14 @@ if [ "$once" = true ] && [ "$demo" = false ]; then
   echo "hack/run.sh: --once runs the demo cluster; it cannot go with --no-demo" >&2
   exit 2
 fi
+if [ "$real" = true ] && [ -z "${CAPD_REAL_NODE_IMAGE:-}" ]; then
+  echo "hack/run.sh --real: skipped: CAPD_REAL_NODE_IMAGE is not set. Set it to a kind node image the engine holds (kindest/node:vX.Y.Z, on a machine with a registry), or build one from Kubernetes server binaries you bring: bash e2e/images/real/build.sh --kubernetes-server DIR-or-kubernetes-server-linux-amd64.tar.gz (it prints the value)."
+  exit 0
+fi
+if [ "$real" = true ] && ! docker image inspect "$CAPD_REAL_NODE_IMAGE" >/dev/null 2>&1; then
+  echo "hack/run.sh --real: the engine has no image $CAPD_REAL_NODE_IMAGE (CAPD_REAL_NODE_IMAGE); build or load it first" >&2
+  exit 1
+fi
 if [ "$real" = true ] && [ "$demo" = false ]; then
   echo "hack/run.sh: --real builds the demo cluster with real nodes; it cannot go with --no-demo" >&2
   exit 2
@@ -107,13 +116,7 @@ fi
 echo "--- test node images (built when missing: about a minute, needs root for debootstrap)"
 bash e2e/images/build.sh
 if [ "$real" = true ]; then
-  if ! bash e2e/images/real/build.sh --check >/dev/null 2>&1; then
-    echo "--- real node image: missing, building it (bash e2e/images/real/build.sh; the first build compiles Kubernetes v1.28.4 from ../shared/k8s, 7-13 minutes on two cores, then 1-3 minutes for the image; later builds reuse the binaries)"
-  fi
-  bash e2e/images/real/build.sh >/dev/null
-  # shellcheck disable=SC1091
-  source e2e/images/.build/real.env
-  echo "--- real node image: $CAPD_REAL_NODE_IMAGE (Kubernetes v1.28.4)"
+  echo "--- real node image: $CAPD_REAL_NODE_IMAGE (Kubernetes $(docker run --rm --entrypoint cat "$CAPD_REAL_NODE_IMAGE" /kind/version))"
   stand_in_args+=(--real-node-image "$CAPD_REAL_NODE_IMAGE")
   export CAPD_RS_UNPRIVILEGED_CONTAINERS=false
 fi

@@ -1,91 +1,154 @@
 #!/usr/bin/env bash
-# Builds capd-test/realnode:<hash>, a real Kubernetes node image (the kindest/node of capd-rs's
-# tests): Debian bookworm with systemd, containerd, runc and the CNI plugins from Debian's
-# packages; kubelet, kubeadm and the control-plane images built from the Kubernetes source in
-# ../shared/k8s; the control-plane images preloaded into containerd (nothing is ever pulled).
+# Builds capd-test/realnode:<version>-<hash>, a real Kubernetes node image that works like kind's
+# node images (kindest/node) with capd-rs: Debian bookworm with systemd, containerd, runc and the
+# CNI plugins from Debian's packages; etcd from Debian's packages; kubelet, kubeadm and the
+# control-plane images made from the Kubernetes server binaries YOU bring, in the layout of
+# Kubernetes' release archive kubernetes-server-linux-amd64.tar.gz; the control-plane images
+# preloaded into containerd (nothing is ever pulled). Nothing of Kubernetes is built here.
 # See README.md beside this script.
 #
-# Usage: e2e/images/real/build.sh [--check] [--force]
-#   --check  only report whether the image exists (exit 1 when it does not)
-#   --force  rebuild the image even when it exists (the compiled binaries stay cached)
-# Prints CAPD_REAL_NODE_IMAGE=... and writes it to e2e/images/.build/real.env (git-ignored).
-# <hash> covers this directory's recipe (build.sh, rootfs/, crictl/, pause/), the Debian suite
-# and package list, and the sha256 of the Kubernetes source tarball.
+# Usage: e2e/images/real/build.sh --kubernetes-server PATH [--dry-run] [--check] [--force]
+#   --kubernetes-server PATH  the server binaries: the archive kubernetes-server-linux-amd64.tar.gz,
+#                      or a folder holding kubernetes/server/bin/, server/bin/ or the binaries
+#                      themselves (kubelet kubeadm kube-apiserver kube-controller-manager
+#                      kube-scheduler kube-proxy; a crictl beside them is used when present).
+#                      Default: $CAPD_KUBERNETES_SERVER.
+#   --dry-run  check the binaries and print the image it would build, then exit (no root needed)
+#   --check    only report whether that image exists (exit 1 when it does not)
+#   --force    rebuild the image even when it exists
+# Prints CAPD_REAL_NODE_IMAGE=<image> on its last line: export it for the real-node scenario
+# (real_cluster) and `hack/run.sh --real`. <version> is what `kubeadm version` says; <hash> covers
+# this directory's recipe (build.sh, rootfs/, crictl/, pause/), the Debian suite and package list,
+# and the sha256 of every binary.
 # Environment:
-#   CAPD_K8S_SRC     the Kubernetes source tarball, or the folder holding it
-#                    (default: <repo>/../shared/k8s/kubernetes-v1.28.4-src.tar.xz)
-#   CAPD_CACHE_DIR   compiled binaries and Go's cache (default /var/cache/capd-rs), outside the repo
+#   CAPD_KUBERNETES_SERVER  the default of --kubernetes-server
+#   CAPD_CACHE_DIR   our crictl's build (default /var/cache/capd-rs), outside the repo
 #   DEBIAN_MIRROR    (default http://deb.debian.org/debian), DEBIAN_SUITE (default bookworm)
 # Needs root (debootstrap, chroot, mounts) and Docker; installs what it lacks with apt-get.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../../.." && pwd)"
 build_dir="$(cd "$here/.." && pwd)/.build"
-env_file="$build_dir/real.env"
 suite="${DEBIAN_SUITE:-bookworm}"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 cache="${CAPD_CACHE_DIR:-/var/cache/capd-rs}"
-k8s_version=v1.28.4
-k8s_src="${CAPD_K8S_SRC:-$repo/../shared/k8s}"
-[[ -d $k8s_src ]] && k8s_src="$k8s_src/kubernetes-$k8s_version-src.tar.xz"
 # The node's packages (debootstrap --variant=minbase adds these and their dependencies).
 packages="systemd,systemd-sysv,containerd,runc,containernetworking-plugins,iptables,nftables,conntrack,socat,ethtool,ebtables,kmod,mount,util-linux,procps,iproute2,ca-certificates,netbase,libseccomp2"
-# The images kubeadm v1.28.4 asks for, made here (CoreDNS is not: see README.md).
-etcd_image=registry.k8s.io/etcd:3.5.9-0
-pause_image=registry.k8s.io/pause:3.9
 k8s_cmds="kubelet kubeadm kube-apiserver kube-controller-manager kube-scheduler kube-proxy"
+# Our crictl (crictl/main.go) is built in a chroot of this Debian suite, which packages the CRI
+# API and gRPC for Go (golang-github-kubernetes-cri-api-dev; bookworm does not).
+crictl_suite=trixie
+crictl_packages="golang-go,golang-github-kubernetes-cri-api-dev"
 
+server="${CAPD_KUBERNETES_SERVER:-}"
+dry_run=false
 check_only=false
 force=false
-for arg in "$@"; do
-  case "$arg" in
-    --check) check_only=true ;;
-    --force) force=true ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-    *) echo "build.sh: unknown argument $arg" >&2; exit 2 ;;
+while (($#)); do
+  case "$1" in
+    --kubernetes-server) server="${2:-}"; shift 2 || shift ;;
+    --kubernetes-server=*) server="${1#*=}"; shift ;;
+    --dry-run) dry_run=true; shift ;;
+    --check) check_only=true; shift ;;
+    --force) force=true; shift ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    *) echo "build.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 log() { echo "build.sh: $*" >&2; }
+refuse() { log "$*"; exit 1; }
 
-[[ -f $k8s_src ]] || { log "no Kubernetes source tarball at $k8s_src (set CAPD_K8S_SRC)"; exit 1; }
-k8s_sha="$(sha256sum "$k8s_src" | cut -d' ' -f1)"
+# --- the Kubernetes binaries the user brings ----------------------------------------------------
+[[ -n $server ]] || refuse "no Kubernetes server binaries: pass --kubernetes-server PATH (or set CAPD_KUBERNETES_SERVER) with Kubernetes' release archive kubernetes-server-linux-amd64.tar.gz or a folder of its kubernetes/server/bin/ binaries ($k8s_cmds)"
+[[ -e $server ]] || refuse "--kubernetes-server $server: no such file or folder"
+unpacked=""
+cleanup_unpacked() { if [[ -n $unpacked ]]; then rm -rf "$unpacked"; fi; }
+trap cleanup_unpacked EXIT
+if [[ -f $server ]]; then
+  # The release archive: only the binaries are taken out of it (it also holds image tarballs).
+  unpacked="$(mktemp -d)"
+  members=()
+  for cmd in $k8s_cmds; do members+=("kubernetes/server/bin/$cmd"); done
+  tar -xzf "$server" -C "$unpacked" --wildcards --no-anchored "${members[@]}" 2>/dev/null || true
+  bin="$unpacked/kubernetes/server/bin"
+  [[ -d $bin ]] || refuse "$server is not Kubernetes' server release archive (no kubernetes/server/bin/ in it)"
+else
+  bin="$server"
+  for sub in kubernetes/server/bin server/bin bin; do
+    if [[ -d $server/$sub ]]; then bin="$server/$sub"; break; fi
+  done
+fi
+missing=()
+for cmd in $k8s_cmds; do [[ -f $bin/$cmd && -x $bin/$cmd ]] || missing+=("$cmd"); done
+((${#missing[@]} == 0)) || refuse "missing in $bin: ${missing[*]} (needs $k8s_cmds, executable)"
+
+# The version: what kubeadm says; every other binary must say the same.
+version="$("$bin/kubeadm" version -o short 2>/dev/null)" || refuse "$bin/kubeadm version failed: is it a kubeadm for this machine ($(uname -m))?"
+[[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || refuse "$bin/kubeadm version printed '$version', not a Kubernetes version"
+disagree=()
+for cmd in $k8s_cmds; do
+  [[ $cmd == kubeadm ]] && continue
+  said="$("$bin/$cmd" --version 2>/dev/null | awk '{print $NF}')" || said=""
+  [[ $said == "$version" ]] || disagree+=("$cmd ${said:-(no version)}")
+done
+((${#disagree[@]} == 0)) || refuse "the binaries disagree on the version: kubeadm $version, $(IFS=,; echo "${disagree[*]}" | sed 's/,/, /g')"
+
+# The images this kubeadm asks for (its own list, offline with the version given).
+images="$("$bin/kubeadm" config images list --kubernetes-version "$version" 2>/dev/null)" \
+  || refuse "$bin/kubeadm config images list --kubernetes-version $version failed"
+image_named() { grep -E "/$1:[^/]+$" <<< "$images" | head -n 1; }
+declare -A cp_images
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
+  cp_images[$cmd]="$(image_named "$cmd")"
+  [[ -n ${cp_images[$cmd]} ]] || refuse "kubeadm $version lists no $cmd image"
+done
+etcd_image="$(image_named etcd)"
+pause_image="$(image_named pause)"
+[[ -n $etcd_image && -n $pause_image ]] || refuse "kubeadm $version lists no etcd or pause image"
+
+# crictl: the user's, when it lies beside the binaries; else ours (crictl/main.go).
+user_crictl=""
+for candidate in "$bin/crictl" "$server/crictl"; do
+  if [[ -d $server && -x $candidate ]]; then user_crictl="$candidate"; break; fi
+done
 
 recipe_hash() {
   (
     cd "$here"
-    printf 'suite=%s packages=%s k8s=%s %s\n' "$suite" "$packages" "$k8s_version" "$k8s_sha"
+    printf 'suite=%s packages=%s crictl=%s %s\n' "$suite" "$packages" "$crictl_suite" "$crictl_packages"
     find build.sh rootfs crictl pause -type f -print0 | sort -z | xargs -0 sha256sum
     find build.sh rootfs crictl pause -type f -print0 | sort -z | xargs -0 stat -c '%a %n'
+    for cmd in $k8s_cmds; do printf '%s %s\n' "$(sha256sum < "$bin/$cmd" | cut -d' ' -f1)" "$cmd"; done
+    if [[ -n $user_crictl ]]; then printf '%s crictl\n' "$(sha256sum < "$user_crictl" | cut -d' ' -f1)"; fi
   ) | sha256sum | cut -c1-12
 }
-
 hash="$(recipe_hash)"
-image="capd-test/realnode:$hash"
+image="capd-test/realnode:$version-$hash"
 
-write_env() {
-  mkdir -p "$build_dir"
-  printf 'CAPD_REAL_NODE_IMAGE=%s\n' "$image" > "$env_file.tmp"
-  mv "$env_file.tmp" "$env_file"
-  cat "$env_file"
-}
+if $dry_run; then
+  log "kubernetes $version from $bin; crictl: ${user_crictl:-ours, built from crictl/main.go}"
+  log "images: ${cp_images[*]} $etcd_image (Debian's etcd) $pause_image (ours)"
+  echo "CAPD_REAL_NODE_IMAGE=$image"
+  exit 0
+fi
 
 have_image() { docker image inspect "$image" >/dev/null 2>&1; }
 
 if $check_only; then
-  if have_image; then write_env; exit 0; fi
-  log "image $image is missing; run e2e/images/real/build.sh"
+  if have_image; then echo "CAPD_REAL_NODE_IMAGE=$image"; exit 0; fi
+  log "image $image is missing; run build.sh without --check"
   exit 1
 fi
 
+[[ $(id -u) == 0 ]] || refuse "building the image needs root (debootstrap, chroot, mounts); --dry-run does not"
 mkdir -p "$build_dir"
 exec 9>"$build_dir/real.lock"
 flock 9
 
 if ! $force && have_image; then
-  log "image for recipe $hash already present"
-  write_env
+  log "image $image already present"
+  echo "CAPD_REAL_NODE_IMAGE=$image"
   exit 0
 fi
 
@@ -98,98 +161,60 @@ step() {
 }
 
 # --- tools -----------------------------------------------------------------------------------
-apt_updated=false
-apt_install() {
-  if ! $apt_updated; then apt-get update -qq >&2; apt_updated=true; fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
-}
-
-# Go: Debian's golang-1.24-go where the suite has it (trixie, newer backports), else golang-1.23-go
-# from bookworm-backports (the source's go.mod asks for Go 1.20; both build it).
-find_go() {
-  local v
-  for v in 1.24 1.23; do
-    if [[ -x /usr/lib/go-$v/bin/go ]]; then echo "/usr/lib/go-$v"; return 0; fi
-  done
-  return 1
-}
-ensure_go() {
-  goroot="$(find_go)" && return 0
-  apt-get update -qq >&2; apt_updated=true
-  if apt-cache show golang-1.24-go >/dev/null 2>&1; then
-    apt_install golang-1.24-go
-  else
-    local codename
-    codename="$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release)"
-    if ! apt-cache show golang-1.23-go >/dev/null 2>&1; then
-      log "adding ${codename}-backports to apt's sources for golang-1.23-go"
-      printf 'Types: deb\nURIs: %s\nSuites: %s-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-        "$mirror" "$codename" > /etc/apt/sources.list.d/capd-rs-backports.sources
-      apt-get update -qq >&2
-    fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      -t "$codename-backports" golang-1.23-go >&2
-  fi
-  goroot="$(find_go)"
-}
-
 missing=()
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v gcc >/dev/null || missing+=(gcc)
 [[ -f /usr/lib/x86_64-linux-gnu/libc.a ]] || missing+=(libc6-dev)
 command -v python3 >/dev/null || missing+=(python3)
 command -v file >/dev/null || missing+=(file)
-command -v xz >/dev/null || missing+=(xz-utils)
-((${#missing[@]})) && { log "installing ${missing[*]}"; apt_install "${missing[@]}"; }
-ensure_go
-go_version="$("$goroot/bin/go" env GOVERSION)"
-
-# --- Kubernetes binaries (cached outside the repo, keyed by the tarball and the Go version) ----
-k8s_dir="$cache/k8s/${k8s_sha:0:16}-$go_version"
-bin="$k8s_dir/bin"
-crictl_sha="$(sha256sum "$here/crictl/main.go" | cut -c1-16)"
-crictl_bin="$k8s_dir/crictl-$crictl_sha/crictl"
-src="$k8s_dir/src"
-
-extract_src() {
-  [[ -f $src/.complete ]] && return 0
-  rm -rf "$src"; mkdir -p "$src"
-  tar -xJf "$k8s_src" -C "$src"
-  touch "$src/.complete"
-}
-go_build() {
-  # The offline build of ../shared/k8s/README.md, at low priority (the machine is shared).
-  (
-    cd "$src"
-    export GOROOT="$goroot" PATH="$goroot/bin:$PATH" GOFLAGS=-mod=vendor GOTOOLCHAIN=local \
-      GOPROXY=off CGO_ENABLED=0 GOCACHE="$cache/go-build" GOPATH="$cache/gopath"
-    nice -n 10 go build -tags providerless -trimpath \
-      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
-        -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=28 \
-        -X k8s.io/component-base/version.gitTreeState=clean" "$@"
-  )
-}
-built=true
-for cmd in $k8s_cmds; do [[ -x $bin/$cmd ]] || built=false; done
-if ! $built; then
-  log "building $k8s_cmds from $(basename "$k8s_src") with $go_version (several minutes on a cold cache)"
-  extract_src
-  mkdir -p "$bin.tmp"
-  # shellcheck disable=SC2046
-  go_build -o "$bin.tmp/" $(for cmd in $k8s_cmds; do echo "./cmd/$cmd"; done)
-  rm -rf "$bin"; mv "$bin.tmp" "$bin"
-  step "built the Kubernetes binaries into $bin"
+if ((${#missing[@]})); then
+  log "installing ${missing[*]}"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
-if [[ ! -x $crictl_bin ]]; then
-  extract_src
-  rm -rf "$src/cmd/capd-crictl"; mkdir -p "$src/cmd/capd-crictl" "$(dirname "$crictl_bin")"
-  cp "$here/crictl/main.go" "$src/cmd/capd-crictl/"
-  go_build -o "$crictl_bin.tmp" ./cmd/capd-crictl
-  mv "$crictl_bin.tmp" "$crictl_bin"
-  step "built capd-crictl into $crictl_bin"
+
+# --- crictl ------------------------------------------------------------------------------------
+# Ours is built with Debian's Go and Debian's packaged CRI API and gRPC (GOPATH mode over
+# /usr/share/gocode, offline), in a minimal chroot of $crictl_suite kept in the cache for the next
+# build; the binary is cached by the source's hash.
+if [[ -n $user_crictl ]]; then
+  crictl_bin="$user_crictl"
+else
+  crictl_sha="$(printf '%s %s ' "$crictl_suite" "$crictl_packages" | cat - "$here/crictl/main.go" | sha256sum | cut -c1-16)"
+  crictl_bin="$cache/crictl/$crictl_sha/crictl"
+  if [[ ! -x $crictl_bin ]]; then
+    chroot_dir="$cache/crictl/chroot-$crictl_suite"
+    if [[ ! -f $chroot_dir/.complete ]]; then
+      rm -rf --one-file-system "$chroot_dir"; mkdir -p "$chroot_dir"
+      log "debootstrap $crictl_suite, then apt-get install ${crictl_packages//,/ } in it (to build our crictl; once)"
+      # apt's resolver inside the chroot, not debootstrap's: debootstrap's --include takes both
+      # sides of the alternatives in the Go packages' dependencies and fails on their conflicts.
+      if ! { debootstrap --variant=minbase "$crictl_suite" "$chroot_dir" "$mirror" &&
+        chroot "$chroot_dir" /usr/bin/env DEBIAN_FRONTEND=noninteractive \
+          apt-get install -y -qq --no-install-recommends ${crictl_packages//,/ }; } \
+        >"$build_dir/crictl-debootstrap.log" 2>&1; then
+        tail -n 30 "$build_dir/crictl-debootstrap.log" >&2
+        refuse "the $crictl_suite chroot for crictl failed (full log: $build_dir/crictl-debootstrap.log)"
+      fi
+      touch "$chroot_dir/.complete"
+    fi
+    mkdir -p "$chroot_dir/build/src/capd-crictl"
+    cp "$here/crictl/main.go" "$chroot_dir/build/src/capd-crictl/"
+    # Go finds its GOROOT through /proc/self/exe.
+    mount -t proc proc "$chroot_dir/proc"
+    built_crictl=true
+    chroot "$chroot_dir" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/build GO111MODULE=off \
+      GOPATH=/build:/usr/share/gocode GOCACHE=/build/cache GOFLAGS= GOPROXY=off \
+      GOTOOLCHAIN=local GOTELEMETRY=off CGO_ENABLED=0 \
+      sh -c 'cd /build/src/capd-crictl && go build -trimpath -ldflags "-s -w" -o /build/crictl .' >&2 \
+      || built_crictl=false
+    umount "$chroot_dir/proc"
+    $built_crictl || refuse "building crictl/main.go with Debian's Go and CRI API failed"
+    mkdir -p "$(dirname "$crictl_bin")"
+    mv "$chroot_dir/build/crictl" "$crictl_bin"
+    step "built our crictl into $crictl_bin"
+  fi
 fi
-# Everything is compiled: the extracted source is not needed again until the tarball changes.
-rm -rf "$src"
 
 # --- the node's root file system ---------------------------------------------------------------
 rootfs="$build_dir/real-rootfs-$hash"
@@ -205,6 +230,7 @@ cleanup() {
     rm -rf --one-file-system "$rootfs"
   fi
   rm -rf "$work"
+  cleanup_unpacked
 }
 trap cleanup EXIT
 cleanup
@@ -228,6 +254,11 @@ etcd_version="$(dpkg-deb -f "$(ls "$rootfs"/var/cache/apt/archives/etcd-server_*
 
 # The node's own files, then the binaries.
 cp -a "$here/rootfs/." "$rootfs/"
+# containerd's sandbox image is the pause image this kubeadm asks for; /kind/version says the
+# Kubernetes version as in kind's node images (the e2e suite reads it from either).
+sed -i "s|@PAUSE_IMAGE@|$pause_image|" "$rootfs/etc/containerd/config.toml"
+mkdir -p "$rootfs/kind"
+echo "$version" > "$rootfs/kind/version"
 install -m 0755 "$bin/kubelet" "$bin/kubeadm" "$rootfs/usr/bin/"
 install -m 0755 "$crictl_bin" "$rootfs/usr/local/bin/crictl"
 mkdir -p "$rootfs/etc/kubernetes/manifests" "$rootfs/var/lib/kubelet" "$rootfs/etc/cni/net.d" "$rootfs/etc/capd-node"
@@ -256,7 +287,8 @@ spec["process"].pop("rlimits", None)
 json.dump(spec, sys.stdout, indent=2)' > "$rootfs/etc/containerd/cri-base.json"
 
 {
-  echo "kubernetes $k8s_version (source sha256 $k8s_sha, $go_version)"
+  echo "kubernetes $version (the binaries brought from $server)"
+  if [[ -n $user_crictl ]]; then echo "crictl: the one brought ($user_crictl)"; else echo "crictl: ours (crictl/main.go, built with Debian $crictl_suite Go and CRI API)"; fi
   echo "etcd $etcd_version (Debian etcd-server, as $etcd_image)"
   # shellcheck disable=SC2016
   chroot "$rootfs" dpkg-query -W -f '${Package} ${Version}\n' systemd containerd runc containernetworking-plugins iptables
@@ -326,7 +358,7 @@ make_image() {
 for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
   dir="$work/img-$cmd"; base_layout "$dir"
   install -m 0755 "$bin/$cmd" "$dir/usr/local/bin/"
-  make_image "registry.k8s.io/$cmd:$k8s_version" "$dir" null
+  make_image "${cp_images[$cmd]}" "$dir" null
 done
 
 # kube-proxy: the binary at /usr/local/bin/kube-proxy (kubeadm's DaemonSet runs that path), with
@@ -344,7 +376,7 @@ for f in /etc/protocols /etc/services /etc/ethertypes /etc/nsswitch.conf; do
   [[ -e $rootfs$f ]] && cp -a "$rootfs$f" "$dir$f"
 done
 mkdir -p "$dir/var/lib/kube-proxy" "$dir/run/xtables.lock.d"
-make_image "registry.k8s.io/kube-proxy:$k8s_version" "$dir" null
+make_image "${cp_images[kube-proxy]}" "$dir" null
 
 # etcd: Debian's etcd and etcdctl with the C library they load, named as kubeadm's etcd image
 # (kubeadm's static pod runs `etcd` by name).
@@ -390,8 +422,7 @@ kill "$containerd_pid"; wait "$containerd_pid" 2>/dev/null || true
 containerd_pid=""
 umount "$rootfs/proc"
 rm -rf "$rootfs/run/capd-build"
-for want in registry.k8s.io/kube-apiserver:$k8s_version registry.k8s.io/kube-controller-manager:$k8s_version \
-  registry.k8s.io/kube-scheduler:$k8s_version registry.k8s.io/kube-proxy:$k8s_version "$etcd_image" "$pause_image"; do
+for want in "${cp_images[@]}" "$etcd_image" "$pause_image"; do
   grep -qx "$want" "$rootfs/etc/capd-node/images" || { log "image $want missing after the import"; exit 1; }
 done
 step "imported the images into containerd"
@@ -406,7 +437,7 @@ replaced="$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)"
 tar --numeric-owner --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' -C "$rootfs" -c . \
   | docker import \
     --change "LABEL io.x-k8s.capd-test.recipe=$hash" \
-    --change "LABEL io.x-k8s.capd-test.kubernetes=$k8s_version" \
+    --change "LABEL io.x-k8s.capd-test.kubernetes=$version" \
     --change 'ENV container=docker' \
     --change 'ENTRYPOINT ["/usr/local/bin/capd-entrypoint", "/sbin/init"]' \
     - "$image-import" >/dev/null
@@ -425,4 +456,4 @@ for id in $replaced; do
 done
 step "imported $image into Docker"
 log "built $image in $(( $(date +%s) - start ))s"
-write_env
+echo "CAPD_REAL_NODE_IMAGE=$image"

@@ -1,9 +1,9 @@
 // capd-crictl: a minimal CRI command-line client for the capd-rs real node image.
 //
-// Debian does not package cri-tools, and nothing outside Debian's packages and the shared
-// Kubernetes source can be built here, so this program stands in for `crictl`. It is a real CRI
-// client (gRPC to the runtime's socket, with the CRI API vendored in the Kubernetes source), and
-// implements the subset of crictl's commands that kubeadm v1.28 and the capd-rs provider run:
+// Debian does not package cri-tools, so this program stands in for `crictl` when the user brings
+// none. It is a real CRI client (gRPC to the runtime's socket, with Debian's packaged CRI API,
+// golang-github-kubernetes-cri-api-dev, and gRPC), and implements the subset of crictl's commands
+// that kubeadm (v1.28 runs crictl; later versions talk CRI themselves) and the capd-rs provider run:
 //
 //	info [-o json|go-template --template T]   kubeadm: IsRunning, SandboxImage
 //	version
@@ -15,8 +15,8 @@
 //
 // Global flags as crictl's: -r/--runtime-endpoint, -i/--image-endpoint, -t/--timeout, -D/--debug;
 // /etc/crictl.yaml (runtime-endpoint, image-endpoint, timeout) and CONTAINER_RUNTIME_ENDPOINT /
-// IMAGE_SERVICE_ENDPOINT are read like crictl reads them. It is built inside the Kubernetes source
-// tree (module k8s.io/kubernetes, -mod=vendor) by e2e/images/real/build.sh.
+// IMAGE_SERVICE_ENDPOINT are read like crictl reads them. e2e/images/real/build.sh builds it with
+// Debian's Go in GOPATH mode over Debian's packaged Go sources, offline.
 package main
 
 import (

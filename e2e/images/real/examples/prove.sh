@@ -9,14 +9,13 @@
 # beside this script and capd-rs's --ignore-preflight-errors. Prints timings; removes everything
 # it made (KEEP=1 keeps the cluster and the service).
 #
-# Usage: bash e2e/images/real/examples/prove.sh   (after e2e/images/real/build.sh; needs root,
-# podman, curl, openssl, kubectl)
+# Usage: CAPD_REAL_NODE_IMAGE=... bash e2e/images/real/examples/prove.sh   (the image of
+# e2e/images/real/build.sh; needs root, podman, curl, openssl, kubectl; the configs beside it
+# name Kubernetes v1.28.4: edit kubernetesVersion for another version)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck disable=SC1091
-source "$here/../../.build/real.env"
-image=$CAPD_REAL_NODE_IMAGE
+image=${CAPD_REAL_NODE_IMAGE:?set CAPD_REAL_NODE_IMAGE to the image build.sh printed}
 work=${PROVE_DIR:-/tmp/capd-real-prove}
 cluster=capd-real
 net=capd-real-prove

@@ -10,16 +10,12 @@ use serde_json::{Value, json};
 
 use super::certs::ClusterCertificates;
 use super::cloud_init::{init_control_plane, join_control_plane, join_worker};
-use super::config::{ClusterSettings, Discovery, KubeadmConfigSpec};
+use super::config::{ClusterSettings, Discovery, KUBEADM_API_VERSION, KubeadmConfigSpec};
 use super::env::{Workload, node_ready};
-use crate::docker::published_port;
+use crate::docker::{docker, published_port};
 use crate::tls::{Answer, https_get_until};
-use crate::{
-    Env, MachineSpec, PROVIDER_FIELD_MANAGER, capi, eventually, field_owners, infra, workspace_root,
-};
+use crate::{Env, MachineSpec, PROVIDER_FIELD_MANAGER, capi, eventually, field_owners, infra};
 
-/// The Kubernetes version of the real node image.
-pub const REAL_NODE_VERSION: &str = "v1.28.4";
 /// From a Machine's creation to kubeadm done (image start, kubeadm init or join).
 pub const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(600);
 /// From bootstrap done to a Ready Node.
@@ -27,19 +23,54 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// The Cluster's `spec.clusterNetwork` (CAPD's templates): pods, services, service domain.
 pub const CLUSTER_NETWORK: (&str, &str, &str) = ("10.244.0.0/16", "10.96.0.0/12", "cluster.local");
 
-/// The real node image `e2e/images/real/build.sh` built: `CAPD_REAL_NODE_IMAGE`, else the tag
-/// it wrote to `e2e/images/.build/real.env`; `None` when there is neither.
+/// The variable that names the real node image: any kind node image the engine holds
+/// (`kindest/node:vX.Y.Z`), or one `e2e/images/real/build.sh` made from Kubernetes binaries the
+/// user brought.
+pub const REAL_NODE_IMAGE_VARIABLE: &str = "CAPD_REAL_NODE_IMAGE";
+
+/// Why there is no real node image, and the two ways to get one: what a skip prints.
+pub const NO_REAL_NODE_IMAGE: &str = "CAPD_REAL_NODE_IMAGE is not set: set it to a kind node \
+     image the engine holds (kindest/node:vX.Y.Z, on a machine with a registry), or build one \
+     from Kubernetes server binaries you bring (bash e2e/images/real/build.sh \
+     --kubernetes-server DIR-or-kubernetes-server-linux-amd64.tar.gz, which prints the value)";
+
+/// The real node image of `CAPD_REAL_NODE_IMAGE`; `None` when it is unset or empty.
 pub fn real_node_image_setting() -> Option<String> {
-    std::env::var("CAPD_REAL_NODE_IMAGE")
+    std::env::var(REAL_NODE_IMAGE_VARIABLE)
         .ok()
+        .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
-        .or_else(|| {
-            let path = workspace_root().join("e2e/images/.build/real.env");
-            std::fs::read_to_string(path).ok()?.lines().find_map(|l| {
-                l.strip_prefix("CAPD_REAL_NODE_IMAGE=")
-                    .map(|v| v.trim().to_string())
-            })
-        })
+}
+
+/// The Kubernetes version a node image runs: its `/kind/version`, as kind's node images carry it
+/// (`e2e/images/real/build.sh` writes it too). An error says why the suite cannot use the image:
+/// no such file, or a version outside what the suite's CABPK stand-in writes (kubeadm `v1beta3`,
+/// Kubernetes 1.23 to 1.30).
+pub fn node_image_version(image: &str) -> Result<String, String> {
+    let (ok, out) = docker(&["run", "--rm", "--entrypoint", "cat", image, "/kind/version"]);
+    if !ok {
+        return Err(format!(
+            "{image} has no /kind/version (is it a kind node image?)"
+        ));
+    }
+    supported_version(out.trim())
+}
+
+/// `version` when the suite's CABPK stand-in can bootstrap it (kubeadm `v1beta3`: 1.23 to 1.30).
+pub fn supported_version(version: &str) -> Result<String, String> {
+    let minor = version
+        .strip_prefix("v1.")
+        .and_then(|rest| rest.split('.').next())
+        .and_then(|minor| minor.parse::<u32>().ok())
+        .ok_or_else(|| format!("'{version}' is not a Kubernetes version"))?;
+    if (23..=30).contains(&minor) {
+        Ok(version.to_string())
+    } else {
+        Err(format!(
+            "Kubernetes {version}: the suite's CABPK stand-in writes kubeadm {KUBEADM_API_VERSION}, \
+             which it uses for Kubernetes 1.23 to 1.30 only"
+        ))
+    }
 }
 
 /// How long a Machine took, from its creation.
@@ -120,7 +151,7 @@ impl Env {
             settings: ClusterSettings {
                 name: name.to_string(),
                 endpoint,
-                version: REAL_NODE_VERSION.into(),
+                version: node_image_version(image).expect("the real node image's version"),
                 pod_subnet: pods.into(),
                 service_subnet: services.into(),
                 service_domain: domain.into(),
@@ -180,7 +211,7 @@ impl RealCluster {
             control_plane,
             bootstrap_secret: Some(machine.to_string()),
             image: Some(self.image.clone()),
-            version: Some(REAL_NODE_VERSION.to_string()),
+            version: Some(self.settings.version.clone()),
             preload_images: if control_plane {
                 Vec::new()
             } else {

@@ -29,7 +29,7 @@ use super::certs::{ClusterCertificates, admin_kubeconfig};
 use super::cloud_init::{
     File, INIT_CONFIG_PATH, JOIN_CONFIG_PATH, SENTINEL_FILE_COMMAND, certificate_files,
 };
-use super::cluster::{CLUSTER_NETWORK, Progress, READY_TIMEOUT, REAL_NODE_VERSION};
+use super::cluster::{CLUSTER_NETWORK, Progress, READY_TIMEOUT, node_image_version};
 use super::config::{
     ClusterSettings, Discovery, KubeadmConfigSpec, cluster_configuration,
     control_plane_join_configuration, init_configuration, worker_join_configuration,
@@ -286,7 +286,7 @@ impl Floor {
         let settings = ClusterSettings {
             name: self.name.clone(),
             endpoint: endpoint.clone(),
-            version: REAL_NODE_VERSION.into(),
+            version: node_image_version(&self.image).expect("the node image's version"),
             pod_subnet: pods.into(),
             service_subnet: services.into(),
             service_domain: domain.into(),
@@ -540,7 +540,7 @@ mod tests {
         let settings = ClusterSettings {
             name: "floor".into(),
             endpoint: "10.89.0.2:6443".into(),
-            version: REAL_NODE_VERSION.into(),
+            version: "v1.28.4".into(),
             pod_subnet: "10.244.0.0/16".into(),
             service_subnet: "10.96.0.0/12".into(),
             service_domain: "cluster.local".into(),

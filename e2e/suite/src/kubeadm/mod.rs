@@ -36,6 +36,8 @@ mod floor;
 mod token;
 
 #[cfg(test)]
+mod image_tests;
+#[cfg(test)]
 mod tests;
 
 pub use certs::{
@@ -48,8 +50,9 @@ pub use cloud_init::{
     certificate_files, indent, init_control_plane, join_control_plane, join_worker,
 };
 pub use cluster::{
-    BOOTSTRAP_TIMEOUT, CLUSTER_NETWORK, Progress, READY_TIMEOUT, REAL_NODE_VERSION, RealCluster,
-    real_node_image_setting,
+    BOOTSTRAP_TIMEOUT, CLUSTER_NETWORK, NO_REAL_NODE_IMAGE, Progress, READY_TIMEOUT,
+    REAL_NODE_IMAGE_VARIABLE, RealCluster, node_image_version, real_node_image_setting,
+    supported_version,
 };
 pub use config::{
     ClusterSettings, Discovery, KUBEADM_API_VERSION, KubeadmConfigSpec, NODE_UNINITIALIZED_TAINT,

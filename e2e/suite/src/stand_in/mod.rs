@@ -25,7 +25,6 @@ use crate::core::{MachineSpec, capi, cloud_config, cloud_config_running, infra};
 use crate::docker::{
     CLUSTER_LABEL, cluster_containers, cluster_containers_table, container_volumes, published_port,
 };
-use crate::kubeadm::REAL_NODE_VERSION;
 use crate::tls::https_get_until;
 use crate::{Env, eventually};
 use real::Built;
@@ -122,7 +121,7 @@ impl StandIn {
         let name = self.args.cluster_name.clone();
         let nodes = match &self.args.real_node_image {
             Some(image) => format!(
-                " with real nodes ({image}, Kubernetes {REAL_NODE_VERSION}; bootstrap data from the suite's CABPK and KCP stand-in)"
+                " with real nodes ({image}; bootstrap data from the suite's CABPK and KCP stand-in)"
             ),
             None => String::new(),
         };

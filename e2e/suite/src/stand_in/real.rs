@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::{StandIn, WORKERS_ANNOTATION, machine_name};
 use crate::docker::{CLUSTER_LABEL, cluster_containers_table};
-use crate::kubeadm::{Progress, REAL_NODE_VERSION, RealCluster, Workload};
+use crate::kubeadm::{Progress, RealCluster, Workload};
 
 /// A real cluster whose first control plane is initialised: what scaling and the report need.
 pub struct Built {
@@ -142,7 +142,7 @@ impl StandIn {
         let port = cluster.load_balancer_port();
         let (management, path) = (management.display(), path.display());
         self.say(&format!(
-            "--- cluster {name} is up: Kubernetes {REAL_NODE_VERSION} on real nodes ({image})
+            "--- cluster {name} is up: Kubernetes {} on real nodes ({image})
 
 Containers:
 {}
@@ -157,6 +157,7 @@ Workload kubeconfig:   {path} (the admin kubeconfig of the Secret {name}-kubecon
 $ kubectl --kubeconfig {path} get nodes -o wide
 {nodes}
 ",
+            cluster.settings.version,
             containers.trim_end(),
             answer.status,
             answer.body.trim(),
