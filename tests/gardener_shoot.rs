@@ -13,7 +13,7 @@ mod gardener_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capd::docker::fake::{Call, Op};
+use capd::docker::fake::Op;
 use capd::docker::{ContainerRuntime, ContainerSpec, FakeRuntime, RuntimeError};
 use capd::gardener::Infrastructure;
 use gardener_support::*;
@@ -62,7 +62,8 @@ async fn events_judged(env: &Env, namespace: &str) {
         "apiVersion": "extensions.gardener.cloud/v1alpha1",
         "kind": "Infrastructure",
         "metadata": {"name": "marker", "annotations": {"gardener.cloud/operation": "reconcile"}},
-        "spec": {"type": "docker", "region": "local"},
+        "spec": {"type": "docker", "region": "local",
+                 "secretRef": {"name": "cloudprovider", "namespace": namespace}},
     }))
     .unwrap();
     api.create(&PostParams::default(), &marker).await.unwrap();
