@@ -159,7 +159,10 @@ fn install(deployment: &Value) -> Vec<Value> {
     let mut branches: Vec<bool> = Vec::new();
     let mut rendered = String::new();
     for line in files["provider-docker/templates/extension.yaml"].lines() {
-        if let Some(text) = line.strip_prefix("{{- if ").and_then(|l| l.strip_suffix(" }}")) {
+        if let Some(text) = line
+            .strip_prefix("{{- if ")
+            .and_then(|l| l.strip_suffix(" }}"))
+        {
             branches.push(condition(text));
         } else if line == "{{- else }}" {
             let taken = branches.last_mut().expect("else inside an if");
@@ -436,7 +439,10 @@ fn extension_namespace_labels(registration: &Value) -> BTreeMap<String, String> 
         ("gardener.cloud/role".to_string(), "extension".to_string()),
         (
             "controllerregistration.core.gardener.cloud/name".to_string(),
-            registration["metadata"]["name"].as_str().unwrap().to_string(),
+            registration["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
         ),
     ]);
     if let Some(level) =

@@ -56,7 +56,10 @@ fn run_node(fake: &FakeRuntime, name: &str, network: &str) {
 async fn events_judged(env: &Env, namespace: &str) {
     let namespaces: Api<Namespace> = Api::all(env.client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
-    namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
     let api: Api<Infrastructure> = Api::namespaced(env.client.clone(), namespace);
     let marker: Infrastructure = serde_json::from_value(json!({
         "apiVersion": "extensions.gardener.cloud/v1alpha1",
@@ -150,7 +153,10 @@ async fn an_event_whose_cluster_cannot_be_read_is_dropped() {
         .await;
     events_judged(&env, "marker-1").await;
     assert!(
-        env.server.fault_hits(fault).first().is_some_and(|h| h.faulted),
+        env.server
+            .fault_hits(fault)
+            .first()
+            .is_some_and(|h| h.faulted),
         "the Cluster read failed"
     );
     left_alone(&env, &fake, "infra").await;

@@ -179,7 +179,10 @@ pub async fn shoot_of(client: &Client, namespace: &str) -> Result<Option<Shoot>,
 pub async fn shoot_not_failed(client: &Client, namespace: &str) -> bool {
     match shoot_of(client, namespace).await {
         Ok(shoot) if shoot.as_ref().is_some_and(Shoot::is_failed) => {
-            tracing::info!(cluster = namespace, "Ignoring the event: the shoot has failed");
+            tracing::info!(
+                cluster = namespace,
+                "Ignoring the event: the shoot has failed"
+            );
             false
         }
         Ok(_) => true,

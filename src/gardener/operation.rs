@@ -208,7 +208,8 @@ pub fn succeeded(
         // `nodes` is ours; what others wrote next to it stays as read.
         let mut networking = next.networking.take().unwrap_or_default();
         networking.nodes = published.nodes;
-        next.networking = Some(networking).filter(|n| *n != InfrastructureStatusNetworking::default());
+        next.networking =
+            Some(networking).filter(|n| *n != InfrastructureStatusNetworking::default());
     }
     next.last_operation = Some(stamped(
         operation,

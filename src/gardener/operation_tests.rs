@@ -203,7 +203,11 @@ fn what_others_wrote_in_the_status_is_kept_and_never_written() {
     assert_eq!(done.others["conditions"], read.others["conditions"]);
 
     let sent = serde_json::to_value(&done).unwrap();
-    assert_eq!(sent.get("conditions"), None, "conditions are not ours to write");
+    assert_eq!(
+        sent.get("conditions"),
+        None,
+        "conditions are not ours to write"
+    );
     assert_eq!(
         sent["networking"],
         json!({"nodes": ["10.213.0.0/24", "fd00:1::/64"]}),
@@ -211,7 +215,9 @@ fn what_others_wrote_in_the_status_is_kept_and_never_written() {
     );
     let broken = failed(&read, OperationType::Reconcile, Some(1), "e", &[], later());
     assert_eq!(
-        serde_json::to_value(broken.last_error.unwrap()).unwrap().get("taskID"),
+        serde_json::to_value(broken.last_error.unwrap())
+            .unwrap()
+            .get("taskID"),
         None
     );
 }

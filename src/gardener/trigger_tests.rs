@@ -89,10 +89,16 @@ fn a_deletion_is_admitted_while_the_status_does_not_change() {
 }
 
 /// `infra` after another controller wrote `status.<field>`.
-fn with_status_field(infra: &Infrastructure, field: &str, value: serde_json::Value) -> Infrastructure {
+fn with_status_field(
+    infra: &Infrastructure,
+    field: &str,
+    value: serde_json::Value,
+) -> Infrastructure {
     let mut raw = serde_json::to_value(infra).unwrap();
     raw["status"][field] = value;
-    serde_json::from_value::<Infrastructure>(raw).unwrap().written()
+    serde_json::from_value::<Infrastructure>(raw)
+        .unwrap()
+        .written()
 }
 
 #[test]
@@ -105,7 +111,9 @@ fn a_deletion_is_not_admitted_when_any_field_of_the_status_changes() {
     let pods = serde_json::json!({"pods": ["100.64.0.0/12"]});
     let networked = with_status_field(&healthy, "networking", pods);
     assert!(!admits_update(&healthy, &networked, DEFAULT));
-    let touched = networked.clone().labelled("gardener.cloud/timestamp", "now");
+    let touched = networked
+        .clone()
+        .labelled("gardener.cloud/timestamp", "now");
     assert!(
         admits_update(&networked, &touched, DEFAULT),
         "the same whole status still admits the deletion"
