@@ -211,3 +211,43 @@ async fn a_migrated_object_is_never_deleted_by_us_even_with_our_finalizer() {
     assert!(fake.networks().iter().any(|n| n.id == network.id));
     env.stop().await;
 }
+
+/// How often the status of Infrastructure objects was written.
+fn status_writes(env: &Env) -> u64 {
+    env.infrastructure_writes()
+        .into_iter()
+        .filter(|(key, _)| key == "patch infrastructures.extensions.gardener.cloud/status")
+        .map(|(_, count)| count)
+        .sum()
+}
+
+#[tokio::test]
+async fn migrate_on_a_migrated_object_stamps_processing_and_succeeded_again() {
+    let fake = Arc::new(FakeRuntime::new());
+    let env = Env::start(fake.clone(), "shoot--p--twice").await;
+    env.create_annotated("infra", "docker", None, Some("reconcile"))
+        .await;
+    env.wait_operation("infra", "Create", "Succeeded").await;
+    env.annotate("infra", "migrate").await;
+    let first = env.wait_migrated("infra").await;
+    let before = status_writes(&env);
+
+    // gardenlet asks again (a migration flow retried): Gardener's reconciler runs it again.
+    env.annotate("infra", "migrate").await;
+    let again = env.wait_migrated("infra").await;
+    assert_eq!(
+        status_writes(&env) - before,
+        2,
+        "Processing, then Succeeded, written again"
+    );
+    let state = |infra: &capd::gardener::Infrastructure| {
+        InfrastructureState::from_value(infra.status.as_ref().and_then(|s| s.state.as_ref()))
+    };
+    assert!(state(&again).is_some(), "the state is still recorded");
+    assert_eq!(state(&again), state(&first));
+    assert!(
+        engine_changes(&fake.calls()).len() == 1,
+        "the network is kept: only its creation reached the engine"
+    );
+    env.stop().await;
+}

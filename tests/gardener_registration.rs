@@ -3,7 +3,11 @@
 //! whose Helm chart installs the standalone overlay. The rendered objects are accepted unchanged
 //! by an API server serving Gardener's types from the test-only schemas under `e2e/gardener/`
 //! (nothing pruned, nothing refused), and the chart, unpacked and rendered as gardenlet's Helm
-//! would, holds the standalone overlay's objects in the release namespace.
+//! would, holds the standalone overlay's objects in the release namespace. What gardenlet does
+//! with them is checked against its source (gardener/gardener): the network policies it puts in
+//! the extension namespace let the manager's pod out (`pkg/controller/networkpolicy`), and the
+//! registration's Pod Security annotation becomes the namespace's level
+//! (`pkg/gardenlet/controller/controllerinstallation`).
 //!
 //! Needs `kubectl` (its built-in kustomize), `tar`, `gzip` and `base64`, like the script.
 
@@ -32,12 +36,13 @@ const RELEASE_NAMESPACE: &str = "extension-provider-docker-x8k2p";
 
 const IMAGE: &str = "registry.example.org/capd-rs-manager:v0.1.0";
 
-/// The objects the script renders.
-fn render() -> Vec<Value> {
+/// The objects the script renders with `--image IMAGE` and `args`.
+fn render(args: &[&str]) -> Vec<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/gardener-registration.sh");
     let output = Command::new("bash")
         .arg(script)
         .args(["--image", IMAGE])
+        .args(args)
         .output()
         .unwrap_or_else(|e| panic!("bash runs the script: {e}"));
     assert!(
@@ -109,13 +114,124 @@ async fn create(env: &Env, object: &Value, plural: &str) -> Value {
 /// `value` without what the server adds to `metadata`.
 fn content(value: &Value) -> Value {
     let mut value = value.clone();
-    value["metadata"] = json!({"name": value["metadata"]["name"]});
+    value["metadata"] = json!({
+        "name": value["metadata"]["name"],
+        "annotations": value["metadata"]["annotations"],
+    });
     value
+}
+
+/// The files of the chart in a rendered ControllerDeployment.
+fn chart_files(deployment: &Value) -> BTreeMap<String, String> {
+    let gzipped = STANDARD
+        .decode(deployment["helm"]["rawChart"].as_str().unwrap())
+        .expect("rawChart is base64");
+    let mut tar = Vec::new();
+    flate2::read::GzDecoder::new(gzipped.as_slice())
+        .read_to_end(&mut tar)
+        .expect("rawChart is gzipped");
+    untar(&tar)
+}
+
+/// The chart's manifests as Helm renders them for gardenlet: the chart's `values.yaml` overlaid
+/// with the ControllerDeployment's `helm.values`, in the release namespace. There is no Helm
+/// here: this evaluates the few template constructs the script writes, and fails on any other.
+fn install(deployment: &Value) -> Vec<Value> {
+    let files = chart_files(deployment);
+    let mut values: Value = serde_saphyr::from_str(&files["provider-docker/values.yaml"]).unwrap();
+    for (key, value) in deployment["helm"]["values"].as_object().unwrap() {
+        values[key] = value.clone();
+    }
+    let value = |key: &str| {
+        values[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("no string value {key}: {values}"))
+            .to_string()
+    };
+    let condition = |text: &str| match text {
+        r#"regexMatch "^(tcp|https?)://" .Values.dockerHost"# => ["tcp://", "http://", "https://"]
+            .iter()
+            .any(|scheme| value("dockerHost").starts_with(scheme)),
+        r#"eq .Values.dockerHostNetwork "public""# => value("dockerHostNetwork") == "public",
+        other => panic!("a template condition this test does not know: {other}"),
+    };
+    // Whether each enclosing `if` branch is taken.
+    let mut branches: Vec<bool> = Vec::new();
+    let mut rendered = String::new();
+    for line in files["provider-docker/templates/extension.yaml"].lines() {
+        if let Some(text) = line
+            .strip_prefix("{{- if ")
+            .and_then(|l| l.strip_suffix(" }}"))
+        {
+            branches.push(condition(text));
+        } else if line == "{{- else }}" {
+            let taken = branches.last_mut().expect("else inside an if");
+            *taken = !*taken;
+        } else if line == "{{- end }}" {
+            branches.pop().expect("end of an if");
+        } else if branches.iter().all(|taken| *taken) {
+            let line = line
+                .replace("{{ .Release.Namespace }}", RELEASE_NAMESPACE)
+                .replace("{{ .Values.image }}", &value("image"))
+                .replace(
+                    "{{ .Values.dockerHost | quote }}",
+                    &serde_json::to_string(&value("dockerHost")).unwrap(),
+                );
+            assert!(!line.contains("{{"), "an unknown template: {line}");
+            rendered.push_str(&line);
+            rendered.push('\n');
+        }
+    }
+    assert!(branches.is_empty(), "every if ends");
+    let manifests: Vec<Value> = serde_saphyr::from_multiple(&rendered).unwrap();
+    manifests.into_iter().filter(|m| !m.is_null()).collect()
+}
+
+/// The manager's pod template in the installed chart.
+fn manager_pod(manifests: &[Value]) -> Value {
+    manifests
+        .iter()
+        .find(|m| m["kind"] == "Deployment")
+        .expect("the manager Deployment")["spec"]["template"]
+        .clone()
+}
+
+/// The network policies gardenlet puts in every namespace labelled `gardener.cloud/role:
+/// extension` (gardener/gardener `pkg/controller/networkpolicy/reconciler.go`,
+/// `networkPolicyConfigs`): `deny-all` selects every pod; each other one lets out the pods
+/// labelled `<label>: allowed`.
+const GARDENLET_EGRESS_POLICIES: [(&str, &str); 5] = [
+    (
+        "allow-to-runtime-apiserver",
+        "networking.gardener.cloud/to-runtime-apiserver",
+    ),
+    ("allow-to-dns", "networking.gardener.cloud/to-dns"),
+    (
+        "allow-to-private-networks",
+        "networking.gardener.cloud/to-private-networks",
+    ),
+    (
+        "allow-to-public-networks",
+        "networking.gardener.cloud/to-public-networks",
+    ),
+    (
+        "allow-to-blocked-cidrs",
+        "networking.gardener.cloud/to-blocked-cidrs",
+    ),
+];
+
+/// The gardenlet policies that let the pod with `labels` out of the extension namespace.
+fn egress_allowed_by(labels: &Value) -> Vec<&'static str> {
+    GARDENLET_EGRESS_POLICIES
+        .iter()
+        .filter(|(_, label)| labels[*label] == "allowed")
+        .map(|(policy, _)| *policy)
+        .collect()
 }
 
 #[tokio::test]
 async fn the_rendered_objects_are_gardeners_types_unchanged() {
-    let objects = render();
+    let objects = render(&[]);
     assert_eq!(
         objects.len(),
         2,
@@ -174,33 +290,16 @@ async fn the_rendered_objects_are_gardeners_types_unchanged() {
 
 #[tokio::test]
 async fn the_chart_installs_the_standalone_overlay_in_the_release_namespace() {
-    let objects = render();
+    let objects = render(&[]);
     let deployment = find(&objects, "ControllerDeployment");
     assert_eq!(deployment["helm"]["values"], json!({"image": IMAGE}));
-    let gzipped = STANDARD
-        .decode(deployment["helm"]["rawChart"].as_str().unwrap())
-        .expect("rawChart is base64");
-    let mut tar = Vec::new();
-    flate2::read::GzDecoder::new(gzipped.as_slice())
-        .read_to_end(&mut tar)
-        .expect("rawChart is gzipped");
-    let files = untar(&tar);
+    let files = chart_files(deployment);
     let chart: Value = serde_saphyr::from_str(&files["provider-docker/Chart.yaml"]).unwrap();
     assert_eq!(chart["apiVersion"], "v2");
     assert_eq!(chart["name"], "provider-docker");
     assert!(chart["version"].as_str().is_some_and(|v| !v.is_empty()));
 
-    // Render the templates as Helm would with the ControllerDeployment's values.
-    let template = &files["provider-docker/templates/extension.yaml"];
-    let rendered = template
-        .replace("{{ .Release.Namespace }}", RELEASE_NAMESPACE)
-        .replace("{{ .Values.image }}", IMAGE);
-    assert!(
-        !rendered.contains("{{"),
-        "only these two values are templated"
-    );
-    let manifests: Vec<Value> = serde_saphyr::from_multiple(&rendered).unwrap();
-    let manifests: Vec<Value> = manifests.into_iter().filter(|m| !m.is_null()).collect();
+    let manifests = install(deployment);
     let kinds: Vec<&str> = manifests
         .iter()
         .map(|m| m["kind"].as_str().unwrap())
@@ -226,6 +325,14 @@ async fn the_chart_installs_the_standalone_overlay_in_the_release_namespace() {
         .expect("the manager Deployment");
     let container = &standalone["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], IMAGE);
+    assert!(
+        container["env"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "DOCKER_HOST", "value": ""})),
+        "the node's socket by default: {}",
+        container["env"]
+    );
     assert!(
         container["args"]
             .as_array()
@@ -257,5 +364,123 @@ async fn the_chart_installs_the_standalone_overlay_in_the_release_namespace() {
     assert_eq!(
         heartbeat["subjects"],
         json!([{"kind": "ServiceAccount", "name": "capd-gardener-manager", "namespace": RELEASE_NAMESPACE}])
+    );
+}
+
+#[test]
+fn gardenlets_network_policies_let_the_manager_reach_the_api_server_dns_and_its_engine() {
+    let pod_labels = |args: &[&str]| {
+        let objects = render(args);
+        let manifests = install(find(&objects, "ControllerDeployment"));
+        let pod = manager_pod(&manifests);
+        let env = &pod["spec"]["containers"][0]["env"];
+        let host = env
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "DOCKER_HOST")
+            .expect("DOCKER_HOST is set")["value"]
+            .clone();
+        (pod["metadata"]["labels"].clone(), host)
+    };
+
+    let (local, host) = pod_labels(&[]);
+    assert_eq!(host, "", "the node's socket");
+    assert_eq!(
+        egress_allowed_by(&local),
+        ["allow-to-runtime-apiserver", "allow-to-dns"],
+        "the seed's API server and DNS, nothing else: {local}"
+    );
+
+    let (private, host) = pod_labels(&["--docker-host", "tcp://10.0.0.5:2376"]);
+    assert_eq!(host, "tcp://10.0.0.5:2376");
+    assert_eq!(
+        egress_allowed_by(&private),
+        [
+            "allow-to-runtime-apiserver",
+            "allow-to-dns",
+            "allow-to-private-networks"
+        ],
+        "a remote engine on a private network: {private}"
+    );
+
+    let (public, _) = pod_labels(&[
+        "--docker-host",
+        "https://docker.example.org:2376",
+        "--docker-host-network",
+        "public",
+    ]);
+    assert_eq!(
+        egress_allowed_by(&public),
+        [
+            "allow-to-runtime-apiserver",
+            "allow-to-dns",
+            "allow-to-public-networks"
+        ],
+        "a remote engine on a public address: {public}"
+    );
+
+    let (socket, host) = pod_labels(&["--docker-host", "unix:///run/docker.sock"]);
+    assert_eq!(host, "unix:///run/docker.sock");
+    assert_eq!(
+        egress_allowed_by(&socket),
+        ["allow-to-runtime-apiserver", "allow-to-dns"],
+        "a socket needs no network: {socket}"
+    );
+}
+
+/// The labels gardenlet sets on the extension namespace of `registration`'s installation
+/// (gardener/gardener `pkg/gardenlet/controller/controllerinstallation/controllerinstallation/
+/// reconciler.go`: the role, and `pod-security.kubernetes.io/enforce` from the annotation
+/// `security.gardener.cloud/pod-security-enforce` that gardener-controller-manager copies from
+/// the ControllerRegistration to the ControllerInstallation, or no level without it).
+fn extension_namespace_labels(registration: &Value) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
+        ("gardener.cloud/role".to_string(), "extension".to_string()),
+        (
+            "controllerregistration.core.gardener.cloud/name".to_string(),
+            registration["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        ),
+    ]);
+    if let Some(level) =
+        registration["metadata"]["annotations"]["security.gardener.cloud/pod-security-enforce"]
+            .as_str()
+    {
+        labels.insert(
+            "pod-security.kubernetes.io/enforce".to_string(),
+            level.to_string(),
+        );
+    }
+    labels
+}
+
+#[test]
+fn the_registration_gets_the_manager_the_pod_security_level_its_socket_needs() {
+    let objects = render(&[]);
+    let namespace = extension_namespace_labels(find(&objects, "ControllerRegistration"));
+    let pod = manager_pod(&install(find(&objects, "ControllerDeployment")));
+    let host_paths: Vec<&Value> = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| !v["hostPath"].is_null())
+        .collect();
+    assert_eq!(
+        host_paths.len(),
+        1,
+        "the Docker socket's hostPath: {}",
+        pod["spec"]["volumes"]
+    );
+    // The Pod Security Standards refuse hostPath volumes at `baseline` and `restricted`; an
+    // unlabelled namespace gets the API server's default level, `privileged` only if so set.
+    assert_eq!(
+        namespace
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str),
+        Some("privileged"),
+        "gardenlet labels the extension namespace: {namespace:?}"
     );
 }

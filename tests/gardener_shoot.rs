@@ -1,6 +1,7 @@
 //! What the Gardener `Infrastructure` controller takes from the shoot's `Cluster` and how it
 //! reports what can heal, against the test Kubernetes API server and the in-memory fake Docker
-//! engine: failed shoots are skipped, the Shoot's nodes CIDR and IP families shape the network,
+//! engine: the events of failed shoots, and of shoots whose `Cluster` cannot be read, are
+//! dropped before anything else (Gardener's `ShootNotFailedPredicate`), the Shoot's nodes CIDR and IP families shape the network,
 //! a force deletion lets go of what it cannot remove, a leftover network in the way is a
 //! retryable problem that heals, and an engine refusing us is coded as Gardener knows it.
 
@@ -12,10 +13,14 @@ mod gardener_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capd::docker::fake::{Call, Op};
+use capd::docker::fake::Op;
 use capd::docker::{ContainerRuntime, ContainerSpec, FakeRuntime, RuntimeError};
+use capd::gardener::Infrastructure;
 use gardener_support::*;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use testapiserver::faults::Fault;
 
 async fn start(namespace: &str) -> (Env, Arc<FakeRuntime>) {
     let fake = Arc::new(FakeRuntime::new());
@@ -45,34 +50,119 @@ fn run_node(fake: &FakeRuntime, name: &str, network: &str) {
     futures::executor::block_on(fake.run_container(&spec)).unwrap();
 }
 
+/// Waits until the controller has judged every event before this call: an object created now in
+/// `namespace` (no `Cluster`, so not a failed shoot's) is reconciled after them, the watch's
+/// events being judged one after the other.
+async fn events_judged(env: &Env, namespace: &str) {
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let api: Api<Infrastructure> = Api::namespaced(env.client.clone(), namespace);
+    let marker: Infrastructure = serde_json::from_value(json!({
+        "apiVersion": "extensions.gardener.cloud/v1alpha1",
+        "kind": "Infrastructure",
+        "metadata": {"name": "marker", "annotations": {"gardener.cloud/operation": "reconcile"}},
+        "spec": {"type": "docker", "region": "local",
+                 "secretRef": {"name": "cloudprovider", "namespace": namespace}},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &marker).await.unwrap();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let current = api.get("marker").await.unwrap();
+        if last_operation(&current).is_some_and(|(_, state)| state == "Succeeded") {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the marker in {namespace} is not reconciled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Asks for a reconcile again as gardenlet does when it retries the shoot: the operation
+/// annotation with a new `gardener.cloud/timestamp`.
+async fn gardenlet_asks_again(env: &Env, name: &str, timestamp: &str) {
+    let patch = json!({"metadata": {"annotations": {
+        "gardener.cloud/operation": "reconcile",
+        "gardener.cloud/timestamp": timestamp,
+    }}});
+    env.api()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// Nothing was done for `name`: the reconcile annotation stays, and no finalizer, status or
+/// network.
+async fn left_alone(env: &Env, fake: &FakeRuntime, name: &str) {
+    let skipped = env.get(name).await;
+    assert_eq!(
+        operation(&skipped).as_deref(),
+        Some("reconcile"),
+        "the event is dropped before anything else: the annotation stays"
+    );
+    assert!(!has_finalizer(&skipped));
+    assert_eq!(skipped.status, None);
+    let networks: Vec<String> = fake.networks().into_iter().map(|n| n.name).collect();
+    assert!(
+        networks.iter().all(|n| n.contains("marker")),
+        "no network but the markers': {networks:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_failed_shoot_is_left_alone_until_it_recovers() {
     let (env, fake) = start("shoot--p--failed").await;
     env.set_shoot(shoot(json!({}), "Failed", json!({}))).await;
     env.create_annotated("infra", "docker", None, Some("reconcile"))
         .await;
-    let skipped = env
-        .wait_for("infra", "the reconcile annotation to be consumed", |i| {
-            operation(i).is_none()
-        })
-        .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!has_finalizer(&skipped));
-    assert_eq!(env.get("infra").await.status, None);
-    assert!(fake.networks().is_empty());
-    assert!(
-        !fake
-            .calls()
-            .iter()
-            .any(|c| matches!(c, Call::CreateNetwork(_))),
-        "no engine work for a failed shoot"
-    );
+    events_judged(&env, "marker-1").await;
+    left_alone(&env, &fake, "infra").await;
+
+    // A later event of the failed shoot is dropped too.
+    gardenlet_asks_again(&env, "infra", "t1").await;
+    events_judged(&env, "marker-2").await;
+    left_alone(&env, &fake, "infra").await;
 
     env.set_shoot(shoot(json!({}), "Succeeded", json!({})))
         .await;
-    env.annotate("infra", "reconcile").await;
+    gardenlet_asks_again(&env, "infra", "t2").await;
+    let created = env.wait_operation("infra", "Create", "Succeeded").await;
+    assert_eq!(operation(&created), None, "the reconcile consumed it");
+    assert_eq!(fake.networks().len(), 3, "the markers' and the shoot's");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn an_event_whose_cluster_cannot_be_read_is_dropped() {
+    let (env, fake) = start("shoot--p--unreadable").await;
+    env.set_shoot(shoot(json!({}), "Succeeded", json!({})))
+        .await;
+    let fault = env.server.inject(Fault::status(
+        "get",
+        "clusters.extensions.gardener.cloud",
+        500,
+        1,
+    ));
+    env.create_annotated("infra", "docker", None, Some("reconcile"))
+        .await;
+    events_judged(&env, "marker-1").await;
+    assert!(
+        env.server
+            .fault_hits(fault)
+            .first()
+            .is_some_and(|h| h.faulted),
+        "the Cluster read failed"
+    );
+    left_alone(&env, &fake, "infra").await;
+
+    gardenlet_asks_again(&env, "infra", "t1").await;
     env.wait_operation("infra", "Create", "Succeeded").await;
-    assert_eq!(fake.networks().len(), 1);
     env.stop().await;
 }
 

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::FORCE_DELETION_ANNOTATION;
 use super::config::ShootNetwork;
 use super::error::Error;
+use crate::runtime::error_chain;
 
 /// `spec` of a `Cluster`: the Shoot, Seed and CloudProfile, each embedded whole as raw JSON.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -168,6 +169,28 @@ pub async fn shoot_of(client: &Client, namespace: &str) -> Result<Option<Shoot>,
         cluster: namespace.to_string(),
         source,
     })
+}
+
+/// Gardener's `ShootNotFailedPredicate` (`extensions/pkg/predicate/preconditions.go`): whether
+/// an event of an object in the shoot namespace `namespace` may start an attempt. Not when the
+/// shoot has failed, and not when its `Cluster` cannot be read: the event is dropped (and
+/// logged), so nothing is written and the operation annotation stays. A namespace without a
+/// `Cluster` is no shoot's (as outside Gardener): its events pass.
+pub async fn shoot_not_failed(client: &Client, namespace: &str) -> bool {
+    match shoot_of(client, namespace).await {
+        Ok(shoot) if shoot.as_ref().is_some_and(Shoot::is_failed) => {
+            tracing::info!(
+                cluster = namespace,
+                "Ignoring the event: the shoot has failed"
+            );
+            false
+        }
+        Ok(_) => true,
+        Err(error) => {
+            tracing::warn!(cluster = namespace, error = %error_chain(&error), "Ignoring the event: the shoot's Cluster cannot be read");
+            false
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::EXTENSION_NAME;
+use super::cluster::shoot_not_failed;
+use super::error::Error;
 use super::flows::{Reason, reconcile_infrastructure};
 use super::heartbeat;
 use super::infrastructure::Infrastructure;
@@ -36,6 +38,10 @@ pub const HEARTBEAT_TASK: &str = "gardener-heartbeat";
 
 /// Field manager of the status we apply.
 pub const FIELD_MANAGER: &str = "capd-rs-gardener-infrastructure";
+
+/// How long one attempt may run before it is abandoned and retried, as Gardener's
+/// infrastructure controller sets controller-runtime's `ReconciliationTimeout`.
+pub const RECONCILE_TIMEOUT: Duration = Duration::from_secs(20 * 60);
 
 /// Objects reconciled at the same time (one network call each; a seed holds one per shoot).
 pub const CONCURRENCY: u16 = 10;
@@ -225,8 +231,8 @@ fn key_of(object: &Guarded) -> String {
     )
 }
 
-/// Runs the predicate on one watch event: the object when it starts an attempt (recorded in
-/// `ctx`), else nothing.
+/// Runs the predicate on one watch event: the object when the predicate admits it, else
+/// nothing (an object gone is forgotten by `ctx`).
 fn admit(
     triggers: &mut Triggers,
     ctx: &InfrastructureContext,
@@ -252,11 +258,7 @@ fn admit(
                 // The reconcile says why it cannot be read.
                 Err(_) => true,
             };
-            if !admitted {
-                return None;
-            }
-            ctx.ask(&key);
-            Some(Ok(object))
+            admitted.then_some(Ok(object))
         }
         watcher::Event::Delete(object) => {
             let key = key_of(&object);
@@ -265,6 +267,27 @@ fn admit(
             None
         }
     }
+}
+
+/// Gardener's precondition on an admitted event ([`shoot_not_failed`]): the event is dropped
+/// when the object's shoot has failed or its `Cluster` cannot be read; else the next reconcile
+/// of the object is an attempt (recorded in `ctx`).
+async fn precondition(
+    ctx: &InfrastructureContext,
+    admitted: Result<Guarded, watcher::Error>,
+) -> Option<Result<Guarded, watcher::Error>> {
+    let object = match admitted {
+        Ok(object) => object,
+        Err(error) => return Some(Err(error)),
+    };
+    if let Ok(infra) = &object.0 {
+        let namespace = infra.namespace().unwrap_or_default();
+        if !shoot_not_failed(&ctx.client, &namespace).await {
+            return None;
+        }
+    }
+    ctx.ask(&key_of(&object));
+    Some(Ok(object))
 }
 
 /// Runs the controller until `stop` is cancelled; marks [`CONTROLLER_NAME`] ready on
@@ -281,6 +304,7 @@ pub async fn run(
     let (reader, writer) = reflector::store();
     let mut synced = false;
     let mut triggers = Triggers::new(ctx.mode());
+    let forgetting = ctx.clone();
     let asking = ctx.clone();
     let trigger = reflector(writer, watcher(api, watch))
         .inspect(move |event| {
@@ -290,7 +314,11 @@ pub async fn run(
                 readiness.mark_ready(CONTROLLER_NAME);
             }
         })
-        .filter_map(move |event| futures::future::ready(admit(&mut triggers, &asking, event)));
+        .filter_map(move |event| futures::future::ready(admit(&mut triggers, &forgetting, event)))
+        .filter_map(move |admitted| {
+            let ctx = asking.clone();
+            async move { precondition(&ctx, admitted).await }
+        });
     Controller::for_stream(trigger, reader)
         .with_config(Config::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(stop.cancelled_owned())
@@ -329,9 +357,8 @@ async fn reconcile(
         tracing::info_span!("reconcile", controller = CONTROLLER_NAME, infrastructure = %key);
     let timer = ctx.metrics.reconcile_started(CONTROLLER_NAME);
     let mut session = Session::new(&ctx, infra);
-    let outcome = reconcile_infrastructure(&mut session, reason)
-        .instrument(span.clone())
-        .await;
+    let attempt = reconcile_infrastructure(&mut session, reason).instrument(span.clone());
+    let outcome = within(RECONCILE_TIMEOUT, attempt).await;
     match outcome {
         Ok(action) => {
             ctx.succeeded(&key);
@@ -355,6 +382,18 @@ async fn reconcile(
     }
 }
 
+/// The outcome of `attempt`, or [`Error::TimedOut`] when it has not ended after `limit`: it is
+/// then abandoned where it stands (its status stays `Processing`, as when controller-runtime
+/// cancels a reconcile's context) and retried like any failure.
+async fn within(
+    limit: Duration,
+    attempt: impl Future<Output = Result<Action, Error>>,
+) -> Result<Action, Error> {
+    tokio::time::timeout(limit, attempt)
+        .await
+        .unwrap_or_else(|_| Err(Error::TimedOut(limit)))
+}
+
 fn error_policy(
     _object: Arc<Guarded>,
     error: &Infallible,
@@ -366,6 +405,22 @@ fn error_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_that_does_not_end_is_abandoned_as_a_retryable_timeout() {
+        let hung = within(RECONCILE_TIMEOUT, std::future::pending()).await;
+        let Err(error) = hung else {
+            panic!("a hung attempt ends: {hung:?}");
+        };
+        assert_eq!(error.category(), "timeout");
+        assert!(!error.is_permanent(), "retried with the backoff");
+        assert_eq!(
+            error.to_string(),
+            "reconcile abandoned after 1200 s (the reconcile timeout)"
+        );
+        let quick = within(RECONCILE_TIMEOUT, async { Ok(Action::await_change()) }).await;
+        assert!(quick.is_ok());
+    }
 
     #[test]
     fn backoff_doubles_up_to_the_cap() {

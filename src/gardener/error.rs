@@ -96,6 +96,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The attempt ran longer than the reconcile timeout and was abandoned.
+    #[error("reconcile abandoned after {} s (the reconcile timeout)", .0.as_secs())]
+    TimedOut(std::time::Duration),
 }
 
 impl Error {
@@ -116,6 +119,7 @@ impl Error {
             Self::Docker { source, .. } => source.category(),
             Self::Network(e) => e.category(),
             Self::Kube { .. } => "kube",
+            Self::TimedOut(_) => "timeout",
         }
     }
 
@@ -144,7 +148,7 @@ impl Error {
                 Some(Refusal::Unauthorized) => &[ERR_INFRA_UNAUTHORIZED],
                 None => &[],
             },
-            Self::ShootUndecodable { .. } | Self::Kube { .. } => &[],
+            Self::ShootUndecodable { .. } | Self::Kube { .. } | Self::TimedOut(_) => &[],
         }
     }
 

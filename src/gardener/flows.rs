@@ -312,39 +312,37 @@ async fn restore(session: &mut Session<'_>, network: &ShootNetwork) -> Result<Ac
 
 /// Records the state for the destination seed and lets go of the object (finalizer, then the
 /// `migrate` annotation), keeping every Docker resource.
+///
+/// Every `migrate` is an attempt, on an object already migrated too: it shows `Processing` and
+/// `Succeeded` again, as Gardener's reconciler does.
 async fn migrate(session: &mut Session<'_>) -> Result<Action, Error> {
+    session.start(OperationType::Migrate).await?;
     let current = session.status();
-    let done = current.last_operation.as_ref().is_some_and(|l| {
-        l.type_ == OperationType::Migrate.as_str() && l.state == OperationState::Succeeded.as_str()
-    });
-    if !done {
-        session.start(OperationType::Migrate).await?;
-        let provider_status = InfrastructureStatus::from_value(current.provider_status.as_ref());
-        let state = provider_status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s.state()).ok())
-            .or(current.state.clone());
-        let description = match &provider_status {
-            Some(s) => format!(
-                "Docker network {} kept for the destination seed",
-                s.network.name
-            ),
-            None => "No Docker network to hand over".to_string(),
-        };
-        let published = Published {
-            provider_status: current.provider_status.clone(),
-            nodes_cidr: current.nodes_cidr.clone(),
-            state,
-            nodes: current.networking.map(|n| n.nodes).unwrap_or_default(),
-        };
-        succeed(
-            session,
-            OperationType::Migrate,
-            Some(published),
-            description,
-        )
-        .await?;
-    }
+    let provider_status = InfrastructureStatus::from_value(current.provider_status.as_ref());
+    let state = provider_status
+        .as_ref()
+        .and_then(|s| serde_json::to_value(s.state()).ok())
+        .or(current.state.clone());
+    let description = match &provider_status {
+        Some(s) => format!(
+            "Docker network {} kept for the destination seed",
+            s.network.name
+        ),
+        None => "No Docker network to hand over".to_string(),
+    };
+    let published = Published {
+        provider_status: current.provider_status.clone(),
+        nodes_cidr: current.nodes_cidr.clone(),
+        state,
+        nodes: current.networking.map(|n| n.nodes).unwrap_or_default(),
+    };
+    succeed(
+        session,
+        OperationType::Migrate,
+        Some(published),
+        description,
+    )
+    .await?;
     // The Docker resources stay; the object is let go without cleanup.
     session.remove_finalizer().await?;
     if operation_annotation(session.infra()) == Some(OPERATION_MIGRATE) {

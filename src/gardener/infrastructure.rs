@@ -5,6 +5,8 @@
 //! ignore the rest, so a newer Gardener adding fields never breaks the watch. The controller reads
 //! them through [`kube::core::DeserializeGuard`], so one undecodable object cannot stop it.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
@@ -52,9 +54,10 @@ pub struct SecretReference {
     pub namespace: Option<String>,
 }
 
-/// The `status` fields of an `Infrastructure` written by this extension. Every status write
-/// carries all of them (server-side apply removes owned fields a later apply omits), and nothing
-/// else: conditions and resources written by others are left alone.
+/// The `status` of an `Infrastructure`: the fields written by this extension, and the others
+/// (conditions, resources, ...) as read. Every status write carries all of ours (server-side
+/// apply removes owned fields a later apply omits) and none of the others: they are kept only to
+/// compare whole statuses, as Gardener's predicate does.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InfrastructureObjectStatus {
@@ -79,6 +82,9 @@ pub struct InfrastructureObjectStatus {
     /// The node network's ranges, every IP family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub networking: Option<InfrastructureStatusNetworking>,
+    /// The fields written by others, as read; never written.
+    #[serde(flatten, skip_serializing)]
+    pub others: BTreeMap<String, Value>,
 }
 
 /// `status.networking` of an `Infrastructure`: only `nodes` is ours (pods and services are left
@@ -88,6 +94,9 @@ pub struct InfrastructureStatusNetworking {
     /// Every subnet of the nodes network, IPv4 first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+    /// The fields written by others (`pods`, `services`, ...), as read; never written.
+    #[serde(flatten, skip_serializing)]
+    pub others: BTreeMap<String, Value>,
 }
 
 /// Gardener's `LastOperation`.
@@ -122,9 +131,12 @@ pub struct LastError {
     /// Well-known error codes such as `ERR_CONFIGURATION_PROBLEM`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub codes: Vec<String>,
-    /// When the error was first reported with this description and these codes.
+    /// When the latest failure was reported (every failed attempt moves it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,
+    /// The fields written by others (`taskID`, ...), as read; never written.
+    #[serde(flatten, skip_serializing)]
+    pub others: BTreeMap<String, Value>,
 }
 
 fn epoch() -> Time {

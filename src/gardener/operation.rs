@@ -7,6 +7,8 @@
 //! `gardener.cloud/timestamp`). Attempts happen only when Gardener asks for one (see
 //! [`super::trigger`]) or to retry a failure, never on other watch events.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -203,10 +205,11 @@ pub fn succeeded(
         next.provider_status = published.provider_status;
         next.nodes_cidr = published.nodes_cidr;
         next.state = published.state;
-        next.networking = Some(InfrastructureStatusNetworking {
-            nodes: published.nodes,
-        })
-        .filter(|n| !n.nodes.is_empty());
+        // `nodes` is ours; what others wrote next to it stays as read.
+        let mut networking = next.networking.take().unwrap_or_default();
+        networking.nodes = published.nodes;
+        next.networking =
+            Some(networking).filter(|n| *n != InfrastructureStatusNetworking::default());
     }
     next.last_operation = Some(stamped(
         operation,
@@ -243,6 +246,7 @@ pub fn failed(
         description,
         codes: codes.iter().map(ToString::to_string).collect(),
         last_update_time: Some(whole_seconds(now)),
+        others: BTreeMap::new(),
     });
     next.observed_generation = generation.or(current.observed_generation);
     next

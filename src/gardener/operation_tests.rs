@@ -180,3 +180,44 @@ fn timestamps_are_whole_seconds() {
     assert_eq!(whole_seconds(precise).0.as_second(), 1_700_000_000);
     assert_eq!(whole_seconds(precise).0.subsec_nanosecond(), 0);
 }
+
+#[test]
+fn what_others_wrote_in_the_status_is_kept_and_never_written() {
+    let read: InfrastructureObjectStatus = serde_json::from_value(json!({
+        "conditions": [{"type": "Healthy", "status": "True"}],
+        "networking": {"pods": ["100.64.0.0/12"], "nodes": ["10.0.0.0/24"]},
+        "lastError": {"description": "e", "taskID": "t1"},
+    }))
+    .unwrap();
+    let done = succeeded(
+        &read,
+        OperationType::Reconcile,
+        Some(1),
+        Some(published()),
+        "ok".into(),
+        later(),
+    );
+    let networking = done.networking.as_ref().unwrap();
+    assert_eq!(networking.nodes, ["10.213.0.0/24", "fd00:1::/64"]);
+    assert_eq!(networking.others["pods"], json!(["100.64.0.0/12"]));
+    assert_eq!(done.others["conditions"], read.others["conditions"]);
+
+    let sent = serde_json::to_value(&done).unwrap();
+    assert_eq!(
+        sent.get("conditions"),
+        None,
+        "conditions are not ours to write"
+    );
+    assert_eq!(
+        sent["networking"],
+        json!({"nodes": ["10.213.0.0/24", "fd00:1::/64"]}),
+        "only nodes is ours in networking"
+    );
+    let broken = failed(&read, OperationType::Reconcile, Some(1), "e", &[], later());
+    assert_eq!(
+        serde_json::to_value(broken.last_error.unwrap())
+            .unwrap()
+            .get("taskID"),
+        None
+    );
+}

@@ -5,9 +5,12 @@
 //! By default (Gardener's default predicate) an object is acted on when it first shows up
 //! (also after a restart) with an operation annotation (`reconcile`, `migrate`, `restore`), a
 //! deletion, or a last operation that did not succeed; and on a later change only when it carries
-//! an operation annotation, or is being deleted and its status did not change. So Gardener decides
-//! when a shoot is reconciled (its maintenance window), and neither status writes, label changes
-//! nor re-lists start anything.
+//! an operation annotation, or is being deleted and its status (all of it, what others wrote
+//! included) did not change. So Gardener decides when a shoot is reconciled (its maintenance
+//! window), and neither status writes, label changes nor re-lists start anything.
+//!
+//! Gardener's `ShootNotFailedPredicate`, which reads the shoot's `Cluster`, is checked after these
+//! by the controller (`super::cluster::shoot_not_failed`).
 //!
 //! With [`Mode::IgnoreOperationAnnotation`] (Gardener's `--ignore-operation-annotation`,
 //! `GenerationChangedPredicate`), every new object and every new generation is acted on.

@@ -88,6 +88,38 @@ fn a_deletion_is_admitted_while_the_status_does_not_change() {
     assert!(!admits_update(&deleting, &our_status_write, DEFAULT));
 }
 
+/// `infra` after another controller wrote `status.<field>`.
+fn with_status_field(
+    infra: &Infrastructure,
+    field: &str,
+    value: serde_json::Value,
+) -> Infrastructure {
+    let mut raw = serde_json::to_value(infra).unwrap();
+    raw["status"][field] = value;
+    serde_json::from_value::<Infrastructure>(raw)
+        .unwrap()
+        .written()
+}
+
+#[test]
+fn a_deletion_is_not_admitted_when_any_field_of_the_status_changes() {
+    // Gardener's predicate compares the whole status, not only the fields this extension owns.
+    let deleting = at_rest().deleting();
+    let condition = serde_json::json!([{"type": "Healthy", "status": "True"}]);
+    let healthy = with_status_field(&deleting, "conditions", condition);
+    assert!(!admits_update(&deleting, &healthy, DEFAULT));
+    let pods = serde_json::json!({"pods": ["100.64.0.0/12"]});
+    let networked = with_status_field(&healthy, "networking", pods);
+    assert!(!admits_update(&healthy, &networked, DEFAULT));
+    let touched = networked
+        .clone()
+        .labelled("gardener.cloud/timestamp", "now");
+    assert!(
+        admits_update(&networked, &touched, DEFAULT),
+        "the same whole status still admits the deletion"
+    );
+}
+
 #[test]
 fn the_writes_of_an_annotated_attempt_do_not_start_another() {
     let asked = at_rest().annotated("restore");
