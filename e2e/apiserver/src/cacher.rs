@@ -119,10 +119,7 @@ pub async fn run(shared: Arc<Shared>) {
             }
         }
         for (def, version, objects, attempt) in work {
-            if let Err(message) = fill(&shared, &def, &version, objects).await
-                && attempt < RETRIES
-            {
-                tracing::debug!(%message, attempt, "Watch cache fill failed");
+            if !fill(&shared, &def, &version, objects).await && attempt < RETRIES {
                 retries.push(Retry {
                     key: def.key(),
                     version,
@@ -141,13 +138,9 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// Converts `objects` into `version` through the webhook, recording and logging the outcome.
-async fn fill(
-    shared: &Shared,
-    def: &ResourceDef,
-    version: &str,
-    objects: Vec<Value>,
-) -> Result<(), String> {
+/// Converts `objects` into `version` through the webhook, recording and logging the outcome;
+/// whether it succeeded.
+async fn fill(shared: &Shared, def: &ResourceDef, version: &str, objects: Vec<Value>) -> bool {
     let outcome = crate::convert::convert(def, objects, version).await;
     let key = stats_key(def, version);
     let mut caches = shared
@@ -158,7 +151,7 @@ async fn fill(
     match outcome {
         Ok(_) => {
             stats.fills += 1;
-            Ok(())
+            true
         }
         Err(e) => {
             let message = format!(
@@ -173,8 +166,8 @@ async fn fill(
                 def.group
             );
             stats.failures += 1;
-            stats.last_error = Some(message.clone());
-            Err(message)
+            stats.last_error = Some(message);
+            false
         }
     }
 }
