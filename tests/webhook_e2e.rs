@@ -10,129 +10,13 @@
 
 mod webhook_support;
 
-use std::time::Duration;
-
 use base64::Engine;
 use capd::api::{v1beta1, v1beta2};
-use capd::serving::TlsMinVersion;
-use capd::webhooks::{Endpoint, Kind, Settings, WebhookConfig, WebhookServer};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use capd::webhooks::{Endpoint, Kind};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use testapiserver::{Options, TestApiServer};
-use tokio_util::sync::CancellationToken;
-use webhook_support::{Ca, client_config, request, write_pair};
-
-const GROUP: &str = "infrastructure.cluster.x-k8s.io";
-const NS: &str = "default";
-
-/// The test API server with our CRDs, converting through our webhook server.
-struct Cluster {
-    client: Client,
-    /// Our webhook server.
-    webhook: std::net::SocketAddr,
-    ca: Ca,
-    _api: testapiserver::Handle,
-    _certs: tempfile::TempDir,
-    stop: CancellationToken,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn cluster() -> Cluster {
-    let ca = Ca::new("capd-webhook-e2e");
-    let certs = tempfile::tempdir().unwrap();
-    // cert-manager's Certificate covers <service>.<namespace>.svc; the CRDs in bases/ name the
-    // Service before kustomize prefixes it.
-    // `localhost` too: the tests call the admission endpoints themselves.
-    write_pair(
-        certs.path(),
-        &ca.issue_for(&["webhook-service.system.svc", "localhost"]),
-    );
-    let server = WebhookServer::bind(WebhookConfig {
-        host: Some("127.0.0.1".into()),
-        port: 0,
-        cert_dir: certs.path().to_path_buf(),
-        cert_name: "tls.crt".into(),
-        key_name: "tls.key".into(),
-        tls_min_version: TlsMinVersion::Tls12,
-        reload_interval: Duration::from_secs(5),
-        settings: Settings::default(),
-    })
-    .await
-    .unwrap();
-    let webhook = server.local_addr().unwrap();
-    let port = webhook.port();
-    let stop = CancellationToken::new();
-    tokio::spawn(server.serve(stop.clone()));
-
-    let mut options = Options::default();
-    options
-        .service_endpoints
-        .insert("system/webhook-service".into(), format!("127.0.0.1:{port}"));
-    let api = TestApiServer::start(options).await.unwrap();
-    let kubeconfig = Kubeconfig::from_yaml(api.kubeconfig_yaml()).unwrap();
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    let client = Client::try_from(config).unwrap();
-
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca.pem());
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for plural in [
-        "dockerclusters",
-        "dockerclustertemplates",
-        "dockermachines",
-        "dockermachinetemplates",
-        "dockermachinepools",
-        "dockermachinepooltemplates",
-        "devclusters",
-        "devclustertemplates",
-        "devmachines",
-        "devmachinetemplates",
-    ] {
-        let path = format!(
-            "{}/config/crd/bases/{GROUP}_{plural}.yaml",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let mut crd: Value =
-            serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let client_config = &mut crd["spec"]["conversion"]["webhook"]["clientConfig"];
-        assert_eq!(
-            client_config["service"]["path"], "/convert",
-            "{plural}: conversion through our webhook"
-        );
-        // What cert-manager's CA injector does for `cert-manager.io/inject-ca-from`.
-        client_config["caBundle"] = json!(ca_bundle);
-        let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    Cluster {
-        client,
-        webhook,
-        ca,
-        _api: api,
-        _certs: certs,
-        stop,
-    }
-}
-
-fn dynamic(client: &Client, version: &str, kind: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: GROUP.into(),
-        version: version.into(),
-        api_version: format!("{GROUP}/{version}"),
-        kind: kind.into(),
-        plural: format!("{}s", kind.to_lowercase()),
-    };
-    Api::namespaced_with(client.clone(), NS, &resource)
-}
+use webhook_support::cluster::{Cluster, GROUP, NS, cluster, dynamic, one_of_every_kind};
+use webhook_support::{client_config, request};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_v1beta1_client_reads_and_writes_docker_clusters_stored_as_v1beta2() {
@@ -212,55 +96,7 @@ async fn a_v1beta1_client_reads_and_writes_docker_clusters_stored_as_v1beta2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_round_trips_through_a_v1beta1_writer() {
     let cluster = cluster().await;
-    let objects = [
-        (
-            "DockerCluster",
-            json!({"controlPlaneEndpoint": {"host": "10.0.0.1", "port": 6443},
-                   "failureDomains": [{"name": "a", "controlPlane": true, "attributes": {"zone": "1"}}]}),
-        ),
-        (
-            "DockerClusterTemplate",
-            json!({"template": {"metadata": {"labels": {"tier": "gold"}},
-                                "spec": {"loadBalancer": {"imageRepository": "kindest"}}}}),
-        ),
-        (
-            "DockerMachine",
-            json!({"customImage": "kindest/node:v1.31.0", "preLoadImages": ["nginx"],
-                   "extraMounts": [{"containerPath": "/a", "hostPath": "/b", "readOnly": true}],
-                   "bootstrapTimeout": "7m"}),
-        ),
-        (
-            "DockerMachineTemplate",
-            json!({"template": {"spec": {"customImage": "kindest/node:v1.31.0"}}}),
-        ),
-        (
-            "DockerMachinePool",
-            json!({"template": {"customImage": "kindest/node:v1.31.0", "preLoadImages": ["nginx"]},
-                   "providerIDList": ["docker:////c1-p1-a"]}),
-        ),
-        (
-            "DockerMachinePoolTemplate",
-            json!({"template": {"spec": {"template": {"extraMounts": [{"containerPath": "/a", "hostPath": "/b"}]}}}}),
-        ),
-        (
-            "DevCluster",
-            json!({"controlPlaneEndpoint": {"host": "10.0.0.1", "port": 6443},
-                   "backend": {"docker": {"failureDomains": [{"name": "b"}, {"name": "a", "controlPlane": true}]}}}),
-        ),
-        (
-            "DevClusterTemplate",
-            json!({"template": {"metadata": {"labels": {"tier": "gold"}},
-                                "spec": {"backend": {"docker": {"loadBalancer": {"imageTag": "v2"}}}}}}),
-        ),
-        (
-            "DevMachine",
-            json!({"backend": {"docker": {"customImage": "kindest/node:v1.31.0", "bootstrapTimeout": "7m"}}}),
-        ),
-        (
-            "DevMachineTemplate",
-            json!({"template": {"spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "10s"}}}}}}}),
-        ),
-    ];
+    let objects = one_of_every_kind();
     for (kind, spec) in objects {
         let hub = dynamic(&cluster.client, "v1beta2", kind);
         let spoke = dynamic(&cluster.client, "v1beta1", kind);

@@ -140,16 +140,22 @@ const LEGACY_VERSION_DOC: &str = "A version CAPD retired, listed so that this CR
      while status.storedVersions still names it. Not served: objects are read and written in \
      v1beta1 or v1beta2.";
 
-/// The retired versions of `kind`: neither served nor stored, deprecated as in CAPD. The API
-/// server wants a structural schema even for a version it does not serve, but never validates
-/// or serves an object with it: an object that keeps every field is the simplest honest one
-/// (this provider has no types for these versions, and its webhook converts none of them).
-fn legacy_versions(kind: &str) -> Vec<CustomResourceDefinitionVersion> {
-    let names = LEGACY_VERSIONS
+/// The retired versions the CRD of `kind` lists (none for a kind CAPD introduced in v1beta1).
+/// The conversion webhook converts to and from each of them ([`super::legacy`]).
+pub fn retired_versions(kind: &str) -> &'static [&'static str] {
+    LEGACY_VERSIONS
         .iter()
         .find(|(legacy_kind, _)| *legacy_kind == kind)
-        .map_or(&[][..], |(_, names)| names);
-    names
+        .map_or(&[][..], |(_, names)| names)
+}
+
+/// The retired versions of `kind`: neither served nor stored, deprecated as in CAPD. The API
+/// server wants a structural schema even for a version it does not serve, but never validates
+/// or serves an object with it: an object that keeps every field is the simplest honest one.
+/// It still converts every stored object into each of them for its watch cache, through the
+/// conversion webhook, which CAPD's conversions answer ([`super::conversion`]).
+fn legacy_versions(kind: &str) -> Vec<CustomResourceDefinitionVersion> {
+    retired_versions(kind)
         .iter()
         .map(|name| CustomResourceDefinitionVersion {
             name: (*name).into(),

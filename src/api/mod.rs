@@ -5,8 +5,10 @@
 //! - [`v1beta2`]: the hub version; controllers work with these types (`DockerCluster`,
 //!   `DockerMachine`, their templates, `DockerMachinePool`, and the shared sub-types).
 //! - [`v1beta1`]: the deprecated version, served for compatibility and converted to the hub.
-//! - [`conversion`]: pure v1beta1 <-> v1beta2 functions and [`conversion::convert_object`], the
-//!   entry point of the conversion webhook.
+//! - [`legacy`]: the retired v1alpha3 and v1alpha4 shapes, never served, converted for the API
+//!   server's watch caches and for objects an old installation stored in them.
+//! - [`conversion`]: pure v1beta1 <-> v1beta2 and v1alpha3/v1alpha4 <-> v1beta2 functions and
+//!   [`conversion::convert_object`], the entry point of the conversion webhook.
 //! - [`conditions`]: `Condition` (metav1 shape), the legacy v1beta1 condition, type and reason
 //!   constants, and [`conditions::set_condition`].
 //! - [`capi`]: read-only views of Cluster API `Cluster` and `Machine`.
@@ -20,6 +22,7 @@ pub mod conditions;
 pub mod conversion;
 pub mod crd;
 pub mod duration;
+pub mod legacy;
 pub mod schema;
 pub mod v1beta1;
 pub mod v1beta2;

@@ -5,6 +5,8 @@
 // Test scaffolding: a failure here is a test failure, so unwrap and panic are the point.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod cluster;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;

@@ -336,6 +336,10 @@ pub fn resource_def(crd: &Value) -> Option<ResourceDef> {
         short_names: strings(&names["shortNames"]),
         categories: strings(&names["categories"]),
         versions,
+        listed_versions: all_versions
+            .iter()
+            .filter_map(|v| v["name"].as_str().map(String::from))
+            .collect(),
         storage_version,
         status_subresource,
         has_generation: true,
@@ -454,7 +458,23 @@ pub fn sync(store: &mut Store) {
             store.drop_resource(&key);
         }
     }
+    // A new or changed CRD gets new watch caches, filled from every stored object.
+    let refill: Vec<ResKey> = defs
+        .iter()
+        .filter(|def| crate::cacher::fills(def))
+        .filter(|def| {
+            !store.defs.iter().any(|old| {
+                old.key() == def.key()
+                    && old.conversion == def.conversion
+                    && old.listed_versions == def.listed_versions
+            })
+        })
+        .map(ResourceDef::key)
+        .collect();
     store.defs = defs;
+    for key in refill {
+        store.queue_fill_all(&key);
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! what it implements, the choices it makes and what it leaves out.
 
 pub mod builtin;
+pub mod cacher;
 pub mod convert;
 pub mod crd;
 mod deletion;

@@ -70,6 +70,9 @@ pub struct ResourceDef {
     pub categories: Vec<String>,
     /// Served versions, preferred first.
     pub versions: Vec<VersionDef>,
+    /// Every version a CRD lists, served or not (kube-apiserver keeps a watch cache for each;
+    /// see [`crate::cacher`]); empty for built-in kinds.
+    pub listed_versions: Vec<String>,
     /// Version objects are stored in.
     pub storage_version: String,
     /// Whether `/status` is a subresource.
@@ -159,6 +162,7 @@ fn builtin(
             selectable_fields: vec![],
             printer_columns: vec![],
         }],
+        listed_versions: vec![],
         storage_version: version.into(),
         status_subresource: false,
         has_generation: false,

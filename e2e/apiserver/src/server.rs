@@ -115,6 +115,7 @@ impl TestApiServer {
             shutdown: shutdown_rx.clone(),
             faults: Faults::default(),
             watch_epoch: watch::Sender::new(0),
+            watch_caches: Mutex::new(BTreeMap::new()),
         });
         seed(&shared).await;
         let tls = options
@@ -135,6 +136,7 @@ impl TestApiServer {
         let url = format!("{scheme}://{host}:{}", local.port());
         let ca_pem = tls.map(|certs| certs.ca_pem);
         let gc = tokio::spawn(crate::gc::run(shared.clone()));
+        let cacher = tokio::spawn(crate::cacher::run(shared.clone()));
         let kubeconfig_yaml =
             crate::kubeconfig::render(&url, ca_pem.as_deref(), &options.context_name);
         let (kubeconfig_path, remove_on_drop) = match &options.kubeconfig_path {
@@ -166,6 +168,7 @@ impl TestApiServer {
             stop_tx,
             server: Some(server),
             gc: Some(gc),
+            cacher: Some(cacher),
         })
     }
 }
@@ -205,6 +208,7 @@ pub struct Handle {
     stop_tx: watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
     gc: Option<JoinHandle<()>>,
+    cacher: Option<JoinHandle<()>>,
 }
 
 /// What serving needs again after a restart: the routes, the same certificate (so clients'
@@ -307,6 +311,18 @@ impl Handle {
         }
     }
 
+    /// What the watch cache of each version of each custom resource converting through a webhook
+    /// met so far, keyed `<plural>.<group>/<version>`: every version the CRD lists, served or
+    /// not, as kube-apiserver keeps them (see [`crate::cacher`]). A failure is also logged as
+    /// kube's cacher logs it (`cacher (...): unexpected ListAndWatch error: ...`).
+    pub fn watch_caches(&self) -> BTreeMap<String, crate::cacher::WatchCacheStats> {
+        self.shared
+            .watch_caches
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default()
+    }
+
     /// The current resourceVersion (the store's revision).
     pub async fn resource_version(&self) -> u64 {
         self.shared.store.lock().await.rv()
@@ -370,7 +386,8 @@ impl Handle {
     /// Stops the server and waits until it has stopped.
     pub async fn shutdown(mut self) {
         let _ = self.shutdown_tx.send(true);
-        for task in [self.server.take(), self.gc.take()].into_iter().flatten() {
+        let tasks = [self.server.take(), self.gc.take(), self.cacher.take()];
+        for task in tasks.into_iter().flatten() {
             // A serve loop that does not finish in time is aborted when the handle drops.
             let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
@@ -380,7 +397,7 @@ impl Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         let _ = self.shutdown_tx.send(true);
-        for task in [&self.server, &self.gc].into_iter().flatten() {
+        for task in [&self.server, &self.gc, &self.cacher].into_iter().flatten() {
             task.abort();
         }
         if self.remove_on_drop {

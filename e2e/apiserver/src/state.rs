@@ -28,6 +28,9 @@ pub struct Shared {
     pub faults: Faults,
     /// Bumped to end every open watch ([`crate::Handle::drop_watches`], [`crate::Handle::restart`]).
     pub watch_epoch: watch::Sender<u64>,
+    /// What each custom resource version's watch cache met, by `<plural>.<group>/<version>`
+    /// ([`crate::cacher`]).
+    pub watch_caches: Mutex<BTreeMap<String, crate::cacher::WatchCacheStats>>,
 }
 
 impl Shared {

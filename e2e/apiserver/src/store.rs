@@ -76,6 +76,10 @@ pub struct Store {
     snapshots: VecDeque<(ResKey, u64, Snapshot)>,
     /// Where in-cluster services used by conversion webhooks are reachable (`namespace/name` → `host:port`).
     pub service_endpoints: std::collections::BTreeMap<String, String>,
+    /// Stored changes waiting to be converted into every listed version ([`crate::cacher`]).
+    pub fill_queue: Vec<(ResKey, Arc<Value>)>,
+    /// Wakes the [`crate::cacher`] task when something is queued.
+    pub fill_wakeup: Arc<tokio::sync::Notify>,
 }
 
 impl Store {
@@ -91,6 +95,8 @@ impl Store {
             watchers: Vec::new(),
             snapshots: VecDeque::new(),
             service_endpoints: Default::default(),
+            fill_queue: Vec::new(),
+            fill_wakeup: Arc::default(),
         }
     }
 
@@ -167,6 +173,14 @@ impl Store {
         } else {
             EventType::Added
         };
+        if self
+            .defs
+            .iter()
+            .any(|d| d.key() == *key && crate::cacher::fills(d))
+        {
+            self.fill_queue.push((key.clone(), object.clone()));
+            self.fill_wakeup.notify_one();
+        }
         self.emit(
             key,
             StoreEvent {
@@ -177,6 +191,16 @@ impl Store {
             },
         );
         object
+    }
+
+    /// Queues every stored object of a resource for the watch caches ([`crate::cacher`]).
+    pub fn queue_fill_all(&mut self, key: &ResKey) {
+        let objects = self.list(key, None);
+        if !objects.is_empty() {
+            self.fill_queue
+                .extend(objects.into_iter().map(|o| (key.clone(), o)));
+            self.fill_wakeup.notify_one();
+        }
     }
 
     /// Removes an object under a new resourceVersion; the DELETED event carries its last state.

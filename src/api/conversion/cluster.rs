@@ -31,7 +31,7 @@ pub(super) fn endpoint_down(endpoint: &v1beta2::APIEndpoint) -> v1beta1::APIEndp
     }
 }
 
-fn spec_up(
+pub(super) fn spec_up(
     spec: &v1beta1::DockerClusterSpec,
 ) -> Result<v1beta2::DockerClusterSpec, ConversionError> {
     Ok(v1beta2::DockerClusterSpec {
@@ -41,7 +41,7 @@ fn spec_up(
     })
 }
 
-fn spec_down(spec: &v1beta2::DockerClusterSpec) -> v1beta1::DockerClusterSpec {
+pub(super) fn spec_down(spec: &v1beta2::DockerClusterSpec) -> v1beta1::DockerClusterSpec {
     v1beta1::DockerClusterSpec {
         control_plane_endpoint: endpoint_down(&spec.control_plane_endpoint),
         failure_domains: failure_domains_down(&spec.failure_domains),

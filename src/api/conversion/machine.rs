@@ -19,7 +19,7 @@ pub(super) fn provider_id_down(provider_id: &str) -> Option<String> {
     (!provider_id.is_empty()).then(|| provider_id.to_string())
 }
 
-fn spec_up(spec: &v1beta1::DockerMachineSpec) -> v1beta2::DockerMachineSpec {
+pub(super) fn spec_up(spec: &v1beta1::DockerMachineSpec) -> v1beta2::DockerMachineSpec {
     v1beta2::DockerMachineSpec {
         provider_id: provider_id_up(spec.provider_id.as_ref()),
         custom_image: spec.custom_image.clone(),
@@ -30,7 +30,7 @@ fn spec_up(spec: &v1beta1::DockerMachineSpec) -> v1beta2::DockerMachineSpec {
     }
 }
 
-fn spec_down(spec: &v1beta2::DockerMachineSpec) -> v1beta1::DockerMachineSpec {
+pub(super) fn spec_down(spec: &v1beta2::DockerMachineSpec) -> v1beta1::DockerMachineSpec {
     v1beta1::DockerMachineSpec {
         provider_id: provider_id_down(&spec.provider_id),
         custom_image: spec.custom_image.clone(),

@@ -1,5 +1,6 @@
-//! Conversions between v1beta1 and v1beta2 (the hub), and the dynamic entry point
-//! [`convert_object`] the conversion webhook calls.
+//! Conversions between v1beta1 and v1beta2 (the hub), between the retired v1alpha3 and v1alpha4
+//! and the hub ([`legacy`]), and the dynamic entry point [`convert_object`] the conversion
+//! webhook calls.
 //!
 //! Data a v1beta1 object cannot hold (for example `status.initialization.provisioned` being
 //! absent rather than `false`, or the order of failure domains) travels the way CAPD carries it:
@@ -12,6 +13,7 @@
 
 mod cluster;
 mod dev;
+mod legacy;
 mod machine;
 mod pool;
 
@@ -20,6 +22,7 @@ mod tests;
 
 pub use cluster::*;
 pub use dev::*;
+pub use legacy::*;
 pub use machine::*;
 pub use pool::*;
 
@@ -49,8 +52,8 @@ pub enum ConversionError {
         /// The offending kind.
         kind: String,
     },
-    /// The version is not one we serve.
-    #[error("cannot convert {kind} to or from version {version}: not served")]
+    /// The version is not one the kind's CRD lists.
+    #[error("cannot convert {kind} to or from version {version}: not a version of this kind")]
     UnknownVersion {
         /// Kind being converted.
         kind: String,
@@ -96,7 +99,10 @@ pub enum ConversionError {
 
 /// Converts any of our objects (as JSON) to `desired_api_version`, for example
 /// `infrastructure.cluster.x-k8s.io/v1beta1`. An object already in that version is returned as
-/// it is. Never panics: unknown kinds and versions are errors.
+/// it is; any other goes through the hub (v1beta2), as controller-runtime's webhook does: up from
+/// its version, then down to the desired one. The retired versions a kind's CRD lists (v1alpha3,
+/// v1alpha4) convert too: kube-apiserver converts every stored object into every listed version,
+/// served or not. Never panics: unknown kinds and versions are errors.
 pub fn convert_object(obj: Value, desired_api_version: &str) -> Result<Value, ConversionError> {
     let type_field = |name: &str| obj.get(name).and_then(Value::as_str).map(str::to_string);
     let (Some(api_version), Some(kind)) = (type_field("apiVersion"), type_field("kind")) else {
@@ -104,100 +110,113 @@ pub fn convert_object(obj: Value, desired_api_version: &str) -> Result<Value, Co
     };
     let from = version_of(&api_version)?;
     let to = version_of(desired_api_version)?;
+    known_kind(&kind)?;
     for version in [from, to] {
-        if version != v1beta1::VERSION && version != v1beta2::VERSION {
+        if !has_version(&kind, version) {
             return Err(ConversionError::UnknownVersion {
                 kind,
                 version: version.to_string(),
             });
         }
     }
-    let up = from == v1beta1::VERSION;
     if from == to {
-        return known_kind(&kind).map(|()| obj);
+        return Ok(obj);
     }
-    match kind.as_str() {
-        "DockerCluster" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            docker_cluster_to_hub,
-            docker_cluster_from_hub,
-        ),
-        "DockerClusterTemplate" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            docker_cluster_template_to_hub,
-            docker_cluster_template_from_hub,
-        ),
-        "DockerMachine" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            docker_machine_to_hub,
-            docker_machine_from_hub,
-        ),
-        "DockerMachineTemplate" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            docker_machine_template_to_hub,
-            docker_machine_template_from_hub,
-        ),
-        "DockerMachinePool" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            docker_machine_pool_to_hub,
-            docker_machine_pool_from_hub,
-        ),
-        "DockerMachinePoolTemplate" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            docker_machine_pool_template_to_hub,
-            docker_machine_pool_template_from_hub,
-        ),
-        "DevCluster" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            dev_cluster_to_hub,
-            dev_cluster_from_hub,
-        ),
-        "DevClusterTemplate" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            dev_cluster_template_to_hub,
-            dev_cluster_template_from_hub,
-        ),
-        "DevMachine" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            dev_machine_to_hub,
-            dev_machine_from_hub,
-        ),
-        "DevMachineTemplate" => convert_with(
-            obj,
-            &kind,
-            from,
-            up,
-            dev_machine_template_to_hub,
-            dev_machine_template_from_hub,
-        ),
-        _ => Err(ConversionError::UnknownKind { kind }),
+    let hub = to_hub(obj, &kind, from)?;
+    from_hub(hub, &kind, to)
+}
+
+/// Whether `version` is one the CRD of `kind` lists.
+fn has_version(kind: &str, version: &str) -> bool {
+    version == v1beta1::VERSION
+        || version == v1beta2::VERSION
+        || super::crd::retired_versions(kind).contains(&version)
+}
+
+/// Converts `obj`, of version `version`, to the hub.
+fn to_hub(obj: Value, kind: &str, version: &str) -> Result<Value, ConversionError> {
+    use super::legacy::{V1ALPHA3, V1ALPHA4};
+    let legacy = version == V1ALPHA3 || version == V1ALPHA4;
+    match kind {
+        _ if version == v1beta2::VERSION => Ok(obj),
+        "DockerCluster" if version == V1ALPHA3 => {
+            via(obj, kind, version, docker_cluster_v1alpha3_to_hub)
+        }
+        "DockerCluster" if version == V1ALPHA4 => {
+            via(obj, kind, version, docker_cluster_v1alpha4_to_hub)
+        }
+        "DockerClusterTemplate" if version == V1ALPHA4 => {
+            via(obj, kind, version, docker_cluster_template_v1alpha4_to_hub)
+        }
+        "DockerMachine" if legacy => via(obj, kind, version, docker_machine_legacy_to_hub),
+        "DockerMachineTemplate" if legacy => {
+            via(obj, kind, version, docker_machine_template_legacy_to_hub)
+        }
+        "DockerMachinePool" if legacy => via(obj, kind, version, docker_machine_pool_legacy_to_hub),
+        _ if version != v1beta1::VERSION => Err(ConversionError::UnknownVersion {
+            kind: kind.to_string(),
+            version: version.to_string(),
+        }),
+        "DockerCluster" => via(obj, kind, version, docker_cluster_to_hub),
+        "DockerClusterTemplate" => via(obj, kind, version, docker_cluster_template_to_hub),
+        "DockerMachine" => via(obj, kind, version, docker_machine_to_hub),
+        "DockerMachineTemplate" => via(obj, kind, version, docker_machine_template_to_hub),
+        "DockerMachinePool" => via(obj, kind, version, docker_machine_pool_to_hub),
+        "DockerMachinePoolTemplate" => via(obj, kind, version, docker_machine_pool_template_to_hub),
+        "DevCluster" => via(obj, kind, version, dev_cluster_to_hub),
+        "DevClusterTemplate" => via(obj, kind, version, dev_cluster_template_to_hub),
+        "DevMachine" => via(obj, kind, version, dev_machine_to_hub),
+        "DevMachineTemplate" => via(obj, kind, version, dev_machine_template_to_hub),
+        _ => Err(ConversionError::UnknownKind {
+            kind: kind.to_string(),
+        }),
+    }
+}
+
+/// Converts the hub object `hub` to `version`.
+fn from_hub(hub: Value, kind: &str, version: &str) -> Result<Value, ConversionError> {
+    use super::legacy::{V1ALPHA3, V1ALPHA4};
+    let legacy = version == V1ALPHA3 || version == V1ALPHA4;
+    let from = v1beta2::VERSION;
+    match kind {
+        _ if version == v1beta2::VERSION => Ok(hub),
+        "DockerCluster" if version == V1ALPHA3 => {
+            via(hub, kind, from, docker_cluster_v1alpha3_from_hub)
+        }
+        "DockerCluster" if version == V1ALPHA4 => {
+            via(hub, kind, from, docker_cluster_v1alpha4_from_hub)
+        }
+        "DockerClusterTemplate" if version == V1ALPHA4 => {
+            via(hub, kind, from, docker_cluster_template_v1alpha4_from_hub)
+        }
+        "DockerMachine" if legacy => via(hub, kind, from, |h: &v1beta2::DockerMachine| {
+            docker_machine_legacy_from_hub(h, version)
+        }),
+        "DockerMachineTemplate" if legacy => {
+            via(hub, kind, from, |h: &v1beta2::DockerMachineTemplate| {
+                docker_machine_template_legacy_from_hub(h, version)
+            })
+        }
+        "DockerMachinePool" if legacy => via(hub, kind, from, |h: &v1beta2::DockerMachinePool| {
+            docker_machine_pool_legacy_from_hub(h, version)
+        }),
+        _ if version != v1beta1::VERSION => Err(ConversionError::UnknownVersion {
+            kind: kind.to_string(),
+            version: version.to_string(),
+        }),
+        "DockerCluster" => via(hub, kind, from, docker_cluster_from_hub),
+        "DockerClusterTemplate" => via(hub, kind, from, docker_cluster_template_from_hub),
+        "DockerMachine" => via(hub, kind, from, docker_machine_from_hub),
+        "DockerMachineTemplate" => via(hub, kind, from, docker_machine_template_from_hub),
+        "DockerMachinePool" => via(hub, kind, from, docker_machine_pool_from_hub),
+        "DockerMachinePoolTemplate" => via(hub, kind, from, docker_machine_pool_template_from_hub),
+        "DevCluster" => via(hub, kind, from, dev_cluster_from_hub),
+        "DevClusterTemplate" => via(hub, kind, from, dev_cluster_template_from_hub),
+        "DevMachine" => via(hub, kind, from, dev_machine_from_hub),
+        "DevMachineTemplate" => via(hub, kind, from, dev_machine_template_from_hub),
+        _ => Err(ConversionError::UnknownKind {
+            kind: kind.to_string(),
+        }),
     }
 }
 
@@ -228,34 +247,26 @@ fn version_of(api_version: &str) -> Result<&str, ConversionError> {
     }
 }
 
-fn convert_with<Spoke, Hub>(
+/// Decodes `obj` (of `version`) as `From`, converts it and encodes the result.
+fn via<From, To>(
     obj: Value,
     kind: &str,
-    from: &str,
-    up: bool,
-    to_hub: fn(&Spoke) -> Result<Hub, ConversionError>,
-    from_hub: fn(&Hub) -> Result<Spoke, ConversionError>,
+    version: &str,
+    convert: impl Fn(&From) -> Result<To, ConversionError>,
 ) -> Result<Value, ConversionError>
 where
-    Spoke: DeserializeOwned + Serialize,
-    Hub: DeserializeOwned + Serialize,
+    From: DeserializeOwned,
+    To: Serialize,
 {
-    let decode_error = |source| ConversionError::Decode {
+    let from: From = serde_json::from_value(obj).map_err(|source| ConversionError::Decode {
         kind: kind.to_string(),
-        version: from.to_string(),
+        version: version.to_string(),
         source,
-    };
-    let encode_error = |source| ConversionError::Encode {
+    })?;
+    serde_json::to_value(convert(&from)?).map_err(|source| ConversionError::Encode {
         kind: kind.to_string(),
         source,
-    };
-    if up {
-        let spoke: Spoke = serde_json::from_value(obj).map_err(decode_error)?;
-        serde_json::to_value(to_hub(&spoke)?).map_err(encode_error)
-    } else {
-        let hub: Hub = serde_json::from_value(obj).map_err(decode_error)?;
-        serde_json::to_value(from_hub(&hub)?).map_err(encode_error)
-    }
+    })
 }
 
 /// The hub object as CAPD stores it in the annotation: everything but `metadata`.

@@ -154,6 +154,59 @@ fn reconciling_an_unchanged_cluster_writes_nothing() {
     assert!(!status_changed(&dc, &again));
 }
 
+/// A DockerCluster CAPD stored in v1alpha3 (an installation upgraded since then), read through the
+/// conversion the API server asks our webhook for, reconciles as one written in v1beta2: it
+/// proceeds, stays provisioned, gets its failure domains in order and our conditions once.
+#[test]
+fn a_cluster_capd_stored_in_v1alpha3_reconciles_after_conversion() {
+    let meta = DockerCluster::test("c1")
+        .owned_by("c1")
+        .with_finalizer()
+        .metadata;
+    let stored = serde_json::json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha3",
+        "kind": "DockerCluster",
+        "metadata": meta,
+        "spec": {
+            "controlPlaneEndpoint": {"host": "172.18.0.3", "port": 6443},
+            "failureDomains": {"fd2": {"controlPlane": true}, "fd1": {}}
+        },
+        "status": {
+            "ready": true,
+            "failureDomains": {"fd2": {"controlPlane": true}, "fd1": {}},
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2021-06-01T00:00:00Z"}]
+        }
+    });
+    let hub =
+        crate::api::conversion::convert_object(stored, "infrastructure.cluster.x-k8s.io/v1beta2")
+            .unwrap();
+    let mut dc: DockerCluster = serde_json::from_value(hub).unwrap();
+    assert_eq!(
+        gate(&dc.metadata, Some(&Cluster::test("c1"))),
+        Gate::Proceed
+    );
+    let status = normal_status(&dc, &LoadBalancerOutcome::Available);
+    assert_eq!(status.initialization.provisioned, Some(true));
+    let names: Vec<&str> = status
+        .failure_domains
+        .iter()
+        .map(|fd| fd.name.as_str())
+        .collect();
+    assert_eq!(names, ["fd1", "fd2"]);
+    assert!(
+        find_condition(&status.conditions, READY_CONDITION)
+            .unwrap()
+            .is_true()
+    );
+    assert!(
+        status_changed(&dc, &status),
+        "our conditions are written once"
+    );
+    dc.status = Some(status);
+    let again = normal_status(&dc, &LoadBalancerOutcome::Available);
+    assert!(!status_changed(&dc, &again), "then nothing more");
+}
+
 #[test]
 fn a_recovered_load_balancer_says_so_until_the_next_change() {
     let mut dc = DockerCluster::test("c1").owned_by("c1");

@@ -265,7 +265,14 @@ async fn write_inner(
     if !tracked {
         track_update(&tracking, &live, &mut object);
     }
-    if object == live {
+    // As etcd3's GuaranteedUpdate, which skips a write only when the new encoding equals the stored
+    // bytes: an object stored in another version than the storage one is written again, in the
+    // storage version, even unchanged (what storage version migration relies on).
+    let stored_elsewhere = def.custom
+        && stored.as_ref().is_some_and(|s| {
+            s["apiVersion"].as_str() != Some(def.api_version(&def.storage_version).as_str())
+        });
+    if object == live && !stored_elsewhere {
         return Ok(json_response(StatusCode::OK, &live));
     }
     let name = name.unwrap_or_default();

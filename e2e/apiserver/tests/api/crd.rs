@@ -1,12 +1,15 @@
 //! CustomResourceDefinitions: discovery, status split, generation, pruning, defaulting,
 //! validation and conversion between versions.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::routing::post;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams, ValidationDirective};
 use kube::discovery::{Discovery, Scope};
 use serde_json::{Value, json};
 use testapiserver::Options;
+use testapiserver::cacher::WatchCacheStats;
 use testapiserver::tls::{ServingCerts, TlsListener};
 
 use crate::common::{
@@ -333,15 +336,36 @@ async fn convert(Json(review): Json<Value>) -> Json<Value> {
     }))
 }
 
+/// [`convert`], refusing `example.com/v3` as a webhook that does not know that version does.
+async fn convert_refusing_v3(Json(review): Json<Value>) -> Json<Value> {
+    let request = &review["request"];
+    if request["desiredAPIVersion"] == "example.com/v3" {
+        return Json(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "ConversionReview",
+            "response": {"uid": request["uid"], "convertedObjects": [], "result": {
+                "status": "Failure", "message": "cannot convert Widget to v3: not served"}}
+        }));
+    }
+    convert(Json(review)).await
+}
+
 /// Serves the conversion webhook over HTTPS on a free port; returns the port and the CA bundle.
 async fn start_webhook(
     names: &[String],
+) -> (u16, String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    start_webhook_with(names, axum::Router::new().route("/convert", post(convert))).await
+}
+
+/// [`start_webhook`] serving `app`.
+async fn start_webhook_with(
+    names: &[String],
+    app: axum::Router,
 ) -> (u16, String, tokio::task::JoinHandle<std::io::Result<()>>) {
     let certs = ServingCerts::generate(names).unwrap();
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = tcp.local_addr().unwrap().port();
     let listener = TlsListener::new(tcp, certs.server_config().unwrap()).unwrap();
-    let app = axum::Router::new().route("/convert", post(convert));
     let task = tokio::spawn(async move { axum::serve(listener, app).await });
     use base64::Engine;
     (
@@ -386,6 +410,100 @@ async fn webhook_conversion_calls_the_crd_webhook() {
             .iter()
             .all(|w| w.data["spec"].get("dimension").is_some())
     );
+    webhook.abort();
+}
+
+/// The widget CRD converting through the webhook on `port`, with a third version `v3` listed but
+/// not served (as CRDs list the versions they retired).
+fn widget_crd_with_unserved_v3(port: u16, ca: &str) -> Value {
+    let mut crd = widget_crd(json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"url": format!("https://127.0.0.1:{port}/convert"), "caBundle": ca}
+    }}));
+    crd["spec"]["versions"].as_array_mut().unwrap().push(json!({
+        "name": "v3", "served": false, "storage": false,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+    }));
+    crd
+}
+
+/// Waits until the watch caches satisfy `done`, up to 10 s; returns them.
+async fn caches_until(
+    handle: &testapiserver::Handle,
+    done: impl Fn(&BTreeMap<String, WatchCacheStats>) -> bool,
+) -> BTreeMap<String, WatchCacheStats> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let caches = handle.watch_caches();
+        if done(&caches) || tokio::time::Instant::now() > deadline {
+            return caches;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// kube-apiserver keeps a watch cache for every version a CRD lists, served or not, and fills
+/// it through the conversion webhook: a webhook that refuses an unserved version fails that
+/// cache, logged and retried as kube's cacher does, while reads of the served versions work.
+#[tokio::test]
+async fn a_webhook_refusing_an_unserved_version_fails_its_watch_cache_again_and_again() {
+    let app = axum::Router::new().route("/convert", post(convert_refusing_v3));
+    let (port, ca, webhook) = start_webhook_with(&[], app).await;
+    let (handle, client) = start().await;
+    install_crd(&client, widget_crd_with_unserved_v3(port, &ca)).await;
+    widgets(&client)
+        .create(&PostParams::default(), &widget("a", json!({"size": 3})))
+        .await
+        .unwrap();
+    let caches = caches_until(&handle, |c| {
+        c.get("widgets.example.com/v3")
+            .is_some_and(|s| s.failures >= 2)
+    })
+    .await;
+    let v3 = &caches["widgets.example.com/v3"];
+    assert!(
+        v3.failures >= 2,
+        "failed, then failed again on retry: {caches:?}"
+    );
+    assert_eq!(v3.fills, 0);
+    assert_eq!(
+        v3.last_error.as_deref(),
+        Some(
+            "failed to list example.com/v3, Kind=Widget: conversion webhook for example.com/v1, \
+             Kind=Widget failed: cannot convert Widget to v3: not served"
+        )
+    );
+    let v2 = &caches["widgets.example.com/v2"];
+    assert_eq!((v2.fills > 0, v2.failures), (true, 0), "{caches:?}");
+    let v2: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v2"));
+    assert_eq!(v2.get("a").await.unwrap().data["spec"]["dimension"], 3);
+    webhook.abort();
+}
+
+#[tokio::test]
+async fn a_webhook_converting_every_listed_version_fills_every_watch_cache() {
+    let (port, ca, webhook) = start_webhook(&[]).await;
+    let (handle, client) = start().await;
+    install_crd(&client, widget_crd_with_unserved_v3(port, &ca)).await;
+    for name in ["a", "b"] {
+        widgets(&client)
+            .create(&PostParams::default(), &widget(name, json!({"size": 3})))
+            .await
+            .unwrap();
+    }
+    let versions = ["v1", "v2", "v3"].map(|v| format!("widgets.example.com/{v}"));
+    let caches = caches_until(&handle, |c| {
+        versions
+            .iter()
+            .all(|v| c.get(v).is_some_and(|s| s.fills > 0))
+    })
+    .await;
+    for version in &versions {
+        let stats = caches.get(version).cloned().unwrap_or_default();
+        assert!(stats.fills > 0, "{version}: {caches:?}");
+        assert_eq!(stats.failures, 0, "{version}: {caches:?}");
+    }
     webhook.abort();
 }
 

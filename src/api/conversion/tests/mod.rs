@@ -8,6 +8,7 @@ use super::*;
 
 mod dev;
 mod dev_strategies;
+mod legacy;
 mod strategies;
 
 use strategies::*;
@@ -233,7 +234,7 @@ fn bad_requests_are_errors_not_panics() {
         Err(ConversionError::UnknownKind { .. })
     ));
     assert!(matches!(
-        convert_object(cluster.clone(), "infrastructure.cluster.x-k8s.io/v1alpha4"),
+        convert_object(cluster.clone(), "infrastructure.cluster.x-k8s.io/v1alpha2"),
         Err(ConversionError::UnknownVersion { .. })
     ));
     assert!(matches!(
