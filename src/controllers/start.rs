@@ -78,7 +78,8 @@ async fn ready_when_synced(
     readiness.mark_ready(name);
 }
 
-/// Logs the outcome of each reconcile at debug level (failures are logged by the reconcilers).
+/// Drives a controller to its end; logs a failing queue (each reconcile logs its own start and end,
+/// [`logged`], and its failures, `Context::reconciled`).
 async fn drain<K: Resource, E: std::fmt::Debug + 'static, Q: std::fmt::Debug + 'static>(
     results: impl Stream<Item = Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>>,
 ) {

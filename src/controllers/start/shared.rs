@@ -35,7 +35,7 @@ pub type Subscription<K> = BoxStream<'static, Arc<K>>;
 pub struct SharedWatch<K: Resource<DynamicType = ()> + Clone + 'static> {
     api: Api<K>,
     config: watcher::Config,
-    pub(super) kind: &'static str,
+    kind: &'static str,
     pub(super) reader: Store<K>,
     writer: reflector::store::Writer<K>,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<Arc<K>>>>,

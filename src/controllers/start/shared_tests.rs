@@ -108,3 +108,54 @@ async fn every_subscriber_gets_every_change_and_all_objects_after_a_list() {
         assert_eq!(names, ["a", "b", "a"]);
     }
 }
+
+/// Where a reconcile reports whether it saw a deletion, and what releases it.
+type Gate = (mpsc::UnboundedSender<bool>, Arc<tokio::sync::Semaphore>);
+
+#[tokio::test(start_paused = true)]
+async fn a_change_that_arrives_during_a_reconcile_leads_to_another_reconcile() {
+    let watch = shared_watch();
+    let subscription = watch.subscribe();
+    let store = watch.reader.clone();
+    let (events, watched) = futures::channel::mpsc::unbounded();
+    tokio::spawn(watch.driver_from(watched.map(Ok)));
+    let b = DockerMachine::test("b");
+    for event in [Event::Init, Event::InitDone, Event::Apply(b.clone())] {
+        events.unbounded_send(event).unwrap();
+    }
+    // Each reconcile reports whether it saw the deletion, then waits until released.
+    let (sender, mut reconciled) = mpsc::unbounded_channel();
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let controller = Controller::for_shared_stream(subscription, store).run(
+        |object: Arc<DockerMachine>, ctx: Arc<Gate>| async move {
+            let _ = ctx.0.send(object.metadata.deletion_timestamp.is_some());
+            ctx.1.acquire().await.unwrap().forget();
+            Ok::<_, Never>(Action::await_change())
+        },
+        |_, _, _| Action::await_change(),
+        Arc::new((sender, release.clone())),
+    );
+    let running = tokio::spawn(controller.for_each(|_| async {}));
+    let guard = Duration::from_secs(600);
+
+    assert_eq!(
+        tokio::time::timeout(guard, reconciled.recv())
+            .await
+            .unwrap(),
+        Some(false)
+    );
+    // b's deletion begins while its reconcile runs.
+    events.unbounded_send(Event::Apply(b.deleting())).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    release.add_permits(2);
+
+    assert_eq!(
+        tokio::time::timeout(guard, reconciled.recv())
+            .await
+            .ok()
+            .flatten(),
+        Some(true),
+        "the deletion is reconciled once the running reconcile ends"
+    );
+    running.abort();
+}
