@@ -304,10 +304,10 @@ async fn run_steps(
         .await;
     }
     if deletion_began {
-        // The rest of this pass is moot; the next one, right after it, deletes the machine
-        // without waiting for the watch to report the deletion.
+        // The rest of this pass is moot; the next one deletes the machine, without waiting for
+        // the watch to report the deletion.
         tracing::info!(container = %name, "The machine's deletion began during this pass; deleting it next");
-        work.requeue_after(Duration::ZERO);
+        work.requeue_after(decide::DELETION_BEGAN_RETRY);
         return Ok(None);
     }
 

@@ -155,13 +155,13 @@ async fn a_pool_machine_whose_pool_has_no_bootstrap_data_yet_is_not_provisioned(
 }
 
 #[tokio::test]
-async fn a_control_plane_whose_deletion_began_while_it_was_drained_is_looked_at_again_at_once() {
-    use std::time::Duration;
-
+async fn a_control_plane_whose_deletion_began_while_it_was_drained_is_not_left_for_the_sync_period()
+{
     use kube::ResourceExt;
     use kube::api::{Api, DeleteParams, PostParams};
     use kube::runtime::controller::Action;
 
+    use super::decide::DELETION_BEGAN_RETRY;
     use crate::docker::loadbalancer::{LoadBalancerSpec, create_load_balancer};
 
     let (_server, client) = api_with_docker_machines().await;
@@ -213,7 +213,7 @@ async fn a_control_plane_whose_deletion_began_while_it_was_drained_is_looked_at_
     );
     assert_eq!(
         action,
-        Action::requeue(Duration::ZERO),
+        Action::requeue(DELETION_BEGAN_RETRY),
         "the deletion is taken up by the next pass, without waiting for a watch event"
     );
 }
