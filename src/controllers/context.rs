@@ -258,6 +258,12 @@ impl Context {
     {
         if let Some(left) = self.backoff.held_for(&backoff_key(object)) {
             // The API server asked us to wait; a watch event does not cut that short.
+            tracing::debug!(
+                controller,
+                object = %super::meta::key(object.meta()),
+                left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                "Held by the API server's Retry-After; looking again after it"
+            );
             return Ok(Action::requeue(left));
         }
         let timer = self.manager.metrics.reconcile_started(controller);

@@ -189,13 +189,23 @@ impl<T> View<T> {
     }
 }
 
+/// What a write of the main resource returned: the object as it is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// Its `metadata.generation`.
+    pub generation: Option<i64>,
+    /// Whether its deletion has begun (`metadata.deletionTimestamp`), perhaps since the view
+    /// this pass works on was read.
+    pub deleting: bool,
+}
+
 /// Applies `fields` of the main resource of the `K` `namespace/name`.
 async fn apply_fields<K>(
     ctx: &Context,
     namespace: &str,
     name: &str,
     fields: Map<String, Value>,
-) -> Result<Option<i64>>
+) -> Result<Applied>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -203,7 +213,10 @@ where
         + Debug,
 {
     let applied = apply_object(&ctx.api::<K>(namespace), name, body_with::<K>(fields)).await?;
-    Ok(applied.meta().generation)
+    Ok(Applied {
+        generation: applied.meta().generation,
+        deleting: applied.meta().deletion_timestamp.is_some(),
+    })
 }
 
 impl ClusterView {
@@ -265,16 +278,12 @@ impl MachineView {
     }
 
     /// Applies the owned parts of the main resource (`metadata` annotations, `spec.providerID`:
-    /// at the same place in both kinds), given as the fields of an apply body; returns the
-    /// object's `metadata.generation` after the write.
+    /// at the same place in both kinds), given as the fields of an apply body; returns what the
+    /// write returned.
     ///
     /// # Errors
     /// [`super::Error::Kube`] when the API server refuses.
-    pub async fn apply_owned(
-        &self,
-        ctx: &Context,
-        fields: Map<String, Value>,
-    ) -> Result<Option<i64>> {
+    pub async fn apply_owned(&self, ctx: &Context, fields: Map<String, Value>) -> Result<Applied> {
         let (namespace, name) = (self.namespace(), self.name());
         match self.served {
             Served::Docker => apply_fields::<DockerMachine>(ctx, &namespace, &name, fields).await,

@@ -7,8 +7,12 @@
 //! work queue, an object counts once however often it was triggered, and delayed requeues are not
 //! in the queue until they fire. Objects that left the store (deleted) are dropped, because the
 //! controller never reconciles them.
+//!
+//! The same bookkeeping remembers what triggered each pending object, so that the log says why
+//! each reconcile ran ([`QueueDepth::started`]).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use kube::Resource;
@@ -16,7 +20,36 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::runtime::Metrics;
 
-/// The pending objects of one controller, published as its `workqueue_depth`.
+/// What asked a controller to reconcile an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// The object itself changed (its own watch).
+    Changed,
+    /// A related object changed: its kind and `namespace/name`.
+    Related(&'static str, String),
+    /// A background task of the object made progress.
+    Task,
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Changed => f.write_str("the object changed"),
+            Self::Related(kind, name) => write!(f, "{kind} {name} changed"),
+            Self::Task => f.write_str("a background task progressed"),
+        }
+    }
+}
+
+/// The reason of a reconcile that no watch or task asked for: the retry the previous pass or
+/// its failure scheduled.
+pub const REQUEUE: &str = "requeue (scheduled by the previous pass or its failure)";
+
+/// How many distinct triggers of one object are named; more are counted.
+const NAMED_TRIGGERS: usize = 3;
+
+/// The pending objects of one controller, published as its `workqueue_depth`, with what
+/// triggered each.
 pub struct QueueDepth<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
@@ -24,7 +57,32 @@ where
     controller: &'static str,
     metrics: Metrics,
     store: Store<K>,
-    pending: Mutex<HashSet<ObjectRef<K>>>,
+    pending: Mutex<HashMap<ObjectRef<K>, Triggers>>,
+}
+
+/// The triggers of one pending object: the first few, and how many there were.
+#[derive(Debug, Default)]
+struct Triggers {
+    named: Vec<Trigger>,
+    count: usize,
+}
+
+impl Triggers {
+    fn add(&mut self, trigger: Trigger) {
+        self.count += 1;
+        if self.named.len() < NAMED_TRIGGERS && !self.named.contains(&trigger) {
+            self.named.push(trigger);
+        }
+    }
+
+    fn describe(&self) -> String {
+        let named: Vec<String> = self.named.iter().map(Trigger::to_string).collect();
+        let mut text = named.join(", ");
+        if self.count > self.named.len() {
+            text.push_str(&format!(" ({} triggers)", self.count));
+        }
+        text
+    }
 }
 
 impl<K> QueueDepth<K>
@@ -37,24 +95,26 @@ where
             controller,
             metrics,
             store,
-            pending: Mutex::new(HashSet::new()),
+            pending: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Marks `object` as waiting for a reconcile; returns it (for use inside stream maps).
-    pub fn requested(&self, object: ObjectRef<K>) -> ObjectRef<K> {
+    /// Marks `object` as waiting for a reconcile because of `trigger`; returns it (for use
+    /// inside stream maps).
+    pub fn requested(&self, object: ObjectRef<K>, trigger: Trigger) -> ObjectRef<K> {
         self.update(|pending| {
-            pending.insert(object.clone());
+            pending.entry(object.clone()).or_default().add(trigger);
         });
         object
     }
 
-    /// Marks `object` as taken out of the queue: its reconcile starts.
-    pub fn started(&self, object: &K) {
+    /// Marks `object` as taken out of the queue: its reconcile starts. Returns why: what
+    /// triggered it since its last reconcile started, or [`REQUEUE`].
+    pub fn started(&self, object: &K) -> String {
         let object = ObjectRef::from_obj(object);
-        self.update(|pending| {
-            pending.remove(&object);
-        });
+        let mut triggers = None;
+        self.update(|pending| triggers = pending.remove(&object));
+        triggers.map_or_else(|| REQUEUE.to_string(), |t| t.describe())
     }
 
     /// How many objects wait now.
@@ -62,13 +122,13 @@ where
         self.update(|_| {})
     }
 
-    fn update(&self, change: impl FnOnce(&mut HashSet<ObjectRef<K>>)) -> usize {
+    fn update(&self, change: impl FnOnce(&mut HashMap<ObjectRef<K>, Triggers>)) -> usize {
         let mut pending = self
             .pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         change(&mut pending);
-        pending.retain(|object| self.store.get(object).is_some());
+        pending.retain(|object, _| self.store.get(object).is_some());
         let depth = pending.len();
         self.metrics
             .set_queue_depth(self.controller, u64::try_from(depth).unwrap_or(u64::MAX));
@@ -107,9 +167,9 @@ mod tests {
         let metrics = Metrics::new();
         let queue = QueueDepth::new("dockermachine", metrics.clone(), reader);
 
-        queue.requested(ObjectRef::from_obj(&a));
-        queue.requested(ObjectRef::from_obj(&a));
-        queue.requested(ObjectRef::from_obj(&b));
+        queue.requested(ObjectRef::from_obj(&a), Trigger::Changed);
+        queue.requested(ObjectRef::from_obj(&a), Trigger::Changed);
+        queue.requested(ObjectRef::from_obj(&b), Trigger::Task);
         assert_eq!(queue.depth(), 2, "a triggered twice counts once");
         assert!(
             rendered_depth(&metrics).ends_with(" 2"),
@@ -125,12 +185,36 @@ mod tests {
     }
 
     #[test]
+    fn a_reconcile_starts_with_what_triggered_it_since_the_last_one() {
+        let (reader, mut writer) = store::<DockerMachine>();
+        let a = machine("a");
+        writer.apply_watcher_event(&Event::Apply(a.clone()));
+        let queue = QueueDepth::new("dockermachine", Metrics::new(), reader);
+        let object = ObjectRef::from_obj(&a);
+
+        queue.requested(object.clone(), Trigger::Related("Machine", "ns/a".into()));
+        queue.requested(object.clone(), Trigger::Changed);
+        queue.requested(object.clone(), Trigger::Changed);
+        assert_eq!(
+            queue.started(&a),
+            "Machine ns/a changed, the object changed (3 triggers)"
+        );
+        assert_eq!(
+            queue.started(&a),
+            REQUEUE,
+            "nothing triggered it since: a retry"
+        );
+        queue.requested(object, Trigger::Task);
+        assert_eq!(queue.started(&a), "a background task progressed");
+    }
+
+    #[test]
     fn deleted_objects_leave_the_queue() {
         let (reader, mut writer) = store::<DockerMachine>();
         let a = machine("a");
         writer.apply_watcher_event(&Event::Apply(a.clone()));
         let queue = QueueDepth::new("dockermachine", Metrics::new(), reader);
-        queue.requested(ObjectRef::from_obj(&a));
+        queue.requested(ObjectRef::from_obj(&a), Trigger::Changed);
         assert_eq!(queue.depth(), 1);
         writer.apply_watcher_event(&Event::Delete(a));
         assert_eq!(

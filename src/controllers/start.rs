@@ -9,17 +9,17 @@ use futures::{FutureExt, Stream, StreamExt};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::watcher;
 use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::ErrorBackoff;
 use super::context::{Context, Stores};
 use super::kinds::{MachineRef, Served, ServedKind};
-use super::queue::QueueDepth;
+use super::meta::key;
+use super::queue::{QueueDepth, Trigger};
 use super::tasks::TaskRegistry;
 use super::template::{self, CapacityTemplate};
 use super::watches::{
@@ -37,14 +37,13 @@ use crate::api::v1beta2::{
 };
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
-use crate::runtime::{ControllerTask, Readiness, error_chain};
+use crate::runtime::{ControllerTask, Readiness};
 
 mod pools;
+mod shared;
 
 use pools::{PoolEvents, pool_controller};
-
-/// Room for watch events not yet consumed by every subscriber of a shared watch.
-const SHARED_BUFFER: usize = 1024;
+use shared::{SharedWatch, receiver_stream};
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
@@ -64,73 +63,6 @@ fn watch_config(selector: Option<&str>) -> watcher::Config {
     }
 }
 
-/// One watch of a kind, shared by every consumer: a store, subscribers, and a sync signal.
-///
-/// Readiness is taken from the watch's own `InitDone` event, never from
-/// `Store::wait_until_ready`: that future keeps only one waker per store, and the controller's
-/// applier already waits on it, so a second waiter could leave the controller stalled.
-struct SharedWatch<K: Resource<DynamicType = ()> + Clone + 'static> {
-    api: Api<K>,
-    config: watcher::Config,
-    kind: &'static str,
-    reader: Store<K>,
-    writer: reflector::store::Writer<K>,
-    synced: watch::Sender<bool>,
-}
-
-impl<K> SharedWatch<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    fn new(api: Api<K>, config: watcher::Config, kind: &'static str) -> Self {
-        let (reader, writer) = reflector::store_shared::<K>(SHARED_BUFFER);
-        Self {
-            api,
-            config,
-            kind,
-            reader,
-            writer,
-            synced: watch::channel(false).0,
-        }
-    }
-
-    fn subscribe(&self) -> Option<reflector::ReflectHandle<K>> {
-        self.writer.subscribe()
-    }
-
-    /// A receiver that turns `true` once the first list is in the store.
-    fn synced(&self) -> watch::Receiver<bool> {
-        self.synced.subscribe()
-    }
-
-    /// The future that runs the watch (must be polled).
-    fn into_driver(self) -> BoxFuture<'static, ()> {
-        let (synced, kind) = (self.synced, self.kind);
-        watcher(self.api, self.config)
-            .default_backoff()
-            .reflect_shared(self.writer)
-            .for_each(move |event| {
-                match event {
-                    Ok(watcher::Event::InitDone) => {
-                        synced.send_replace(true);
-                    }
-                    Ok(_) => {}
-                    Err(error) => {
-                        tracing::warn!(kind, error = %error_chain(&error), "Watch failed; retrying");
-                    }
-                }
-                std::future::ready(())
-            })
-            .boxed()
-    }
-}
-
 /// Marks `name` ready on `/readyz` once every watch in `synced` has listed its objects.
 async fn ready_when_synced(
     readiness: Readiness,
@@ -146,7 +78,8 @@ async fn ready_when_synced(
     readiness.mark_ready(name);
 }
 
-/// Logs the outcome of each reconcile at debug level (failures are logged by the reconcilers).
+/// Drives a controller to its end; logs a failing queue (each reconcile logs its own start and end,
+/// [`logged`], and its failures, `Context::reconciled`).
 async fn drain<K: Resource, E: std::fmt::Debug + 'static, Q: std::fmt::Debug + 'static>(
     results: impl Stream<Item = Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>>,
 ) {
@@ -157,6 +90,28 @@ async fn drain<K: Resource, E: std::fmt::Debug + 'static, Q: std::fmt::Debug + '
             }
         })
         .await;
+}
+
+/// Runs one reconcile of `object` (`namespace/name`) by `controller`, logging its start and its
+/// end at debug level with `reason`, what triggered it: a silent gap in the log is then a gap
+/// without reconciles, not a reconcile that never ended.
+async fn logged<E: std::fmt::Display>(
+    controller: &'static str,
+    object: String,
+    reason: String,
+    reconcile: impl std::future::Future<Output = Result<Action, E>>,
+) -> Result<Action, E> {
+    tracing::debug!(controller, object, reason, "Reconcile started");
+    let result = reconcile.await;
+    match &result {
+        Ok(action) => {
+            tracing::debug!(controller, object, reason, next = ?action, "Reconcile ended");
+        }
+        Err(error) => {
+            tracing::debug!(controller, object, reason, %error, "Reconcile ended with an error");
+        }
+    }
+    result
 }
 
 /// Maps a Cluster to the machines (or machine pools) of that cluster, found by `objects_of(namespace,
@@ -179,9 +134,10 @@ where
         }
         let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
         let name = cluster.metadata.name.clone().unwrap_or_default();
+        let trigger = Trigger::Related("Cluster", key(&cluster.metadata));
         objects_of(&namespace, &name)
             .into_iter()
-            .map(|object| queue.requested(object))
+            .map(|object| queue.requested(object, trigger.clone()))
             .collect()
     }
 }
@@ -275,14 +231,14 @@ pub fn start(
     // One cluster and one machine controller per generation of the API, the same reconcilers.
     let concurrency = &config.concurrency;
     let mut tasks: Vec<ControllerTask> = Vec::new();
-    tasks.extend(cluster_controller(
+    tasks.push(cluster_controller(
         &ctx,
         &docker_clusters,
         &clusters,
         concurrency.docker_cluster,
         &stop,
     ));
-    tasks.extend(machine_controller(
+    tasks.push(machine_controller(
         &ctx,
         MachineWatches {
             own: &docker_machines,
@@ -295,14 +251,14 @@ pub fn start(
         &stop,
     ));
     if let Some((dev_clusters, dev_machines)) = &dev_watches {
-        tasks.extend(cluster_controller(
+        tasks.push(cluster_controller(
             &ctx,
             dev_clusters,
             &clusters,
             concurrency.docker_cluster,
             &stop,
         ));
-        tasks.extend(machine_controller(
+        tasks.push(machine_controller(
             &ctx,
             MachineWatches {
                 own: dev_machines,
@@ -319,20 +275,20 @@ pub fn start(
     // The templates' capacity: DockerMachineTemplates, DevMachineTemplates when the Dev* kinds are
     // served, and DockerMachinePoolTemplates when machine pools are on (all under
     // `--dockermachinetemplate-concurrency`).
-    tasks.extend(template_task::<DockerMachineTemplate>(
+    tasks.push(template_task::<DockerMachineTemplate>(
         &ctx,
         watch_config(),
         &stop,
     ));
     if config.dev_kinds {
-        tasks.extend(template_task::<DevMachineTemplate>(
+        tasks.push(template_task::<DevMachineTemplate>(
             &ctx,
             watch_config(),
             &stop,
         ));
     }
     if config.machine_pools {
-        tasks.extend(template_task::<DockerMachinePoolTemplate>(
+        tasks.push(template_task::<DockerMachinePoolTemplate>(
             &ctx,
             watch_config(),
             &stop,
@@ -345,37 +301,14 @@ pub fn start(
             concurrency.docker_machine_pool,
         );
         manager.readiness.require(dockermachinepool::CONTROLLER);
-        let subscriptions = (
-            watches.0.subscribe(),
-            watches.1.subscribe(),
-            clusters.subscribe(),
-            docker_machines.subscribe(),
-        );
-        match subscriptions {
-            (
-                Some(machine_pools),
-                Some(pools),
-                Some(clusters_events),
-                Some(docker_machine_events),
-            ) => {
-                let synced = vec![clusters.synced(), docker_machines.synced()];
-                tasks.push(pool_controller(
-                    ctx.clone(),
-                    watches,
-                    PoolEvents {
-                        machine_pools,
-                        pools,
-                        clusters: clusters_events,
-                        docker_machines: docker_machine_events,
-                    },
-                    synced,
-                    &stop,
-                ));
-            }
-            _ => tracing::error!(
-                "A shared watch refused a subscriber; the DockerMachinePool controller does not run"
-            ),
-        }
+        let events = PoolEvents {
+            machine_pools: watches.0.subscribe(),
+            pools: watches.1.subscribe(),
+            clusters: clusters.subscribe(),
+            docker_machines: docker_machines.subscribe(),
+        };
+        let synced = vec![clusters.synced(), docker_machines.synced()];
+        tasks.push(pool_controller(ctx.clone(), watches, events, synced, &stop));
     }
 
     let mut drivers = vec![
@@ -436,25 +369,15 @@ fn split_triggers(
     )
 }
 
-/// The items of a channel, as a stream.
-fn receiver_stream<T: Send + 'static>(
-    receiver: mpsc::UnboundedReceiver<T>,
-) -> impl Stream<Item = T> + Send + 'static {
-    futures::stream::unfold(receiver, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    })
-}
-
 /// The controller of one infrastructure cluster kind (DockerCluster or DevCluster): its own
-/// objects, and Clusters through `spec.infrastructureRef`. `None` (logged) if a watch refuses a
-/// subscriber.
+/// objects, and Clusters through `spec.infrastructureRef`.
 fn cluster_controller<K>(
     ctx: &Arc<Context>,
     own: &SharedWatch<K>,
     clusters: &SharedWatch<DeserializeGuard<Cluster>>,
     concurrency: u16,
     stop: &CancellationToken,
-) -> Option<ControllerTask>
+) -> ControllerTask
 where
     K: ServedKind<Docker = DockerCluster>,
 {
@@ -462,16 +385,13 @@ where
     let manager = &ctx.manager;
     manager.metrics.register_controller(name, concurrency);
     manager.readiness.require(name);
-    let (Some(events), Some(cluster_events)) = (own.subscribe(), clusters.subscribe()) else {
-        tracing::error!(controller = name, "A shared watch refused a subscriber");
-        return None;
-    };
+    let (events, cluster_events) = (own.subscribe(), clusters.subscribe());
     let store = own.reader.clone();
     let queue = QueueDepth::new(name, manager.metrics.clone(), store.clone());
     let filter = ChangeFilter::default();
     let (queue_own, queue_clusters) = (queue.clone(), queue.clone());
     let events = events.map(move |object| {
-        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+        queue_own.requested(ObjectRef::from_obj(object.as_ref()), Trigger::Changed);
         object
     });
     let controller = Controller::for_shared_stream(events, store)
@@ -488,7 +408,10 @@ where
                     .changed(&uid, &cluster_fingerprint_for_docker_cluster(cluster))
                     .then(|| cluster_to_infra_cluster::<K>(cluster))
                     .flatten()
-                    .map(|object| queue_clusters.requested(object))
+                    .map(|object| {
+                        let trigger = Trigger::Related("Cluster", key(&cluster.metadata));
+                        queue_clusters.requested(object, trigger)
+                    })
             },
         )
         .graceful_shutdown_on(stop.clone().cancelled_owned());
@@ -501,18 +424,23 @@ where
     let future = async move {
         let run = drain(controller.run(
             move |object, ctx| {
-                queue.started(&object);
-                dockercluster::reconcile(object, ctx)
+                let reason = queue.started(&object);
+                logged(
+                    name,
+                    key(object.meta()),
+                    reason,
+                    dockercluster::reconcile(object.clone(), ctx),
+                )
             },
             dockercluster::error_policy,
             ctx,
         ));
         futures::join!(run, ready);
     };
-    Some(ControllerTask {
+    ControllerTask {
         name,
         future: future.boxed(),
-    })
+    }
 }
 
 /// The watches an infrastructure machine controller reads.
@@ -531,15 +459,14 @@ where
 
 /// The controller of one infrastructure machine kind (DockerMachine or DevMachine): its own
 /// objects, Machines through `spec.infrastructureRef`, the Cluster and infrastructure cluster of
-/// their cluster, and the progress of background tasks (`triggers`). `None` (logged) if a watch
-/// refuses a subscriber.
+/// their cluster, and the progress of background tasks (`triggers`).
 fn machine_controller<K, C>(
     ctx: &Arc<Context>,
     watches: MachineWatches<'_, K, C>,
     triggers: impl Stream<Item = ObjectRef<K>> + Send + 'static,
     concurrency: u16,
     stop: &CancellationToken,
-) -> Option<ControllerTask>
+) -> ControllerTask
 where
     K: ServedKind<Docker = DockerMachine>,
     C: ServedKind<Docker = DockerCluster>,
@@ -548,18 +475,12 @@ where
     let manager = &ctx.manager;
     manager.metrics.register_controller(name, concurrency);
     manager.readiness.require(name);
-    let subscriptions = (
+    let (events, machine_events, cluster_events, infra_cluster_events) = (
         watches.own.subscribe(),
         watches.machines.subscribe(),
         watches.clusters.subscribe(),
         watches.infra_clusters.subscribe(),
     );
-    let (Some(events), Some(machine_events), Some(cluster_events), Some(infra_cluster_events)) =
-        subscriptions
-    else {
-        tracing::error!(controller = name, "A shared watch refused a subscriber");
-        return None;
-    };
     let store = watches.own.reader.clone();
     let queue = QueueDepth::new(name, manager.metrics.clone(), store.clone());
     let (machine_filter, infra_filter) = (ChangeFilter::default(), ChangeFilter::default());
@@ -573,7 +494,7 @@ where
         queue.clone(),
         queue.clone(),
     );
-    let triggers = triggers.map(move |object| queue_tasks.requested(object));
+    let triggers = triggers.map(move |object| queue_tasks.requested(object, Trigger::Task));
     // The controller's own writes come back as watch events that change nothing it acts on
     // (what they follow from, a task's progress, triggers on its own).
     let own_filter = ChangeFilter::default();
@@ -584,7 +505,7 @@ where
             futures::future::ready(own_filter.changed(&uid, &fingerprint))
         })
         .map(move |object| {
-            queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+            queue_own.requested(ObjectRef::from_obj(object.as_ref()), Trigger::Changed);
             object
         });
     let controller = Controller::for_shared_stream(events, store)
@@ -601,7 +522,10 @@ where
                     .changed(&uid, &machine_fingerprint(machine))
                     .then(|| machine_to_infra_machine::<K>(machine))
                     .flatten()
-                    .map(|object| queue_machines.requested(object))
+                    .map(|object| {
+                        let trigger = Trigger::Related("Machine", key(&machine.metadata));
+                        queue_machines.requested(object, trigger)
+                    })
             },
         )
         .watches_shared_stream(
@@ -622,9 +546,14 @@ where
                 return Vec::new();
             };
             let namespace = infra_cluster.metadata.namespace.clone().unwrap_or_default();
+            let kind = match C::SERVED {
+                Served::Docker => "DockerCluster",
+                Served::Dev => "DevCluster",
+            };
+            let trigger = Trigger::Related(kind, key(&infra_cluster.metadata));
             infra_machines_of_cluster(&namespace, cluster, &machines_b, &store_b)
                 .into_iter()
-                .map(|object| queue_infra.requested(object))
+                .map(|object| queue_infra.requested(object, trigger.clone()))
                 .collect()
         })
         .reconcile_on(triggers)
@@ -644,8 +573,13 @@ where
         let tasks_ctx = ctx.clone();
         let run = drain(controller.run(
             move |object, ctx| {
-                queue.started(&object);
-                dockermachine::reconcile(object, ctx)
+                let reason = queue.started(&object);
+                logged(
+                    name,
+                    key(object.meta()),
+                    reason,
+                    dockermachine::reconcile(object.clone(), ctx),
+                )
             },
             dockermachine::error_policy,
             ctx,
@@ -654,19 +588,19 @@ where
         // Bootstrap keeps running inside the nodes; the next leader observes it.
         tasks_ctx.tasks.abort_all();
     };
-    Some(ControllerTask {
+    ControllerTask {
         name,
         future: future.boxed(),
-    })
+    }
 }
 
 /// The capacity controller of one template kind as one task: its own watch, readiness once the
-/// watch has synced, and the controller. `None` (logged) if the watch refuses a subscriber.
+/// watch has synced, and the controller.
 fn template_task<K: CapacityTemplate>(
     ctx: &Arc<Context>,
     config: watcher::Config,
     stop: &CancellationToken,
-) -> Option<ControllerTask> {
+) -> ControllerTask {
     let name = K::CONTROLLER;
     let manager = &ctx.manager;
     let concurrency = manager.config.concurrency.docker_machine_template;
@@ -674,15 +608,12 @@ fn template_task<K: CapacityTemplate>(
     manager.metrics.register_controller(name, concurrency);
     manager.readiness.require(name);
     let watch = SharedWatch::new(api, config, K::KIND);
-    let Some(events) = watch.subscribe() else {
-        tracing::error!(controller = name, "A shared watch refused a subscriber");
-        return None;
-    };
+    let events = watch.subscribe();
     let store = watch.reader.clone();
     let queue = QueueDepth::new(name, manager.metrics.clone(), store.clone());
     let queued = queue.clone();
     let events = events.map(move |object| {
-        queued.requested(ObjectRef::from_obj(object.as_ref()));
+        queued.requested(ObjectRef::from_obj(object.as_ref()), Trigger::Changed);
         object
     });
     let controller = Controller::for_shared_stream(events, store)
@@ -701,16 +632,21 @@ fn template_task<K: CapacityTemplate>(
         };
         let run = drain(controller.run(
             move |object, ctx| {
-                queue.started(&object);
-                template::reconcile(object, ctx)
+                let reason = queue.started(&object);
+                logged(
+                    name,
+                    key(object.meta()),
+                    reason,
+                    template::reconcile(object.clone(), ctx),
+                )
             },
             template::error_policy,
             ctx,
         ));
         futures::join!(watch, run, ready_when_synced(readiness, name, vec![synced]));
     };
-    Some(ControllerTask {
+    ControllerTask {
         name,
         future: future.boxed(),
-    })
+    }
 }

@@ -10,7 +10,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use super::error::{Error, Result};
-use crate::runtime::client::build_client;
+use crate::runtime::client::{WORKLOAD_REQUEST_TIMEOUT, build_client};
 
 /// Key of the kubeconfig in the Secret.
 pub const KUBECONFIG_KEY: &str = "value";
@@ -99,7 +99,7 @@ impl WorkloadClients {
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(|e| workload_err("load the kubeconfig", Box::new(e)))?;
-        let client = build_client(config, self.qps, self.burst)
+        let client = build_client(config, self.qps, self.burst, WORKLOAD_REQUEST_TIMEOUT)
             .map_err(|e| workload_err("build a client", Box::new(e)))?;
         self.lock().insert(
             key,

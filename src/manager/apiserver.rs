@@ -251,7 +251,7 @@ pub async fn missing_optional_resources(client: &Client, table: &[ResourceTable]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::client::build_client;
+    use crate::runtime::client::{MANAGEMENT_REQUEST_TIMEOUT, build_client};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 
     fn served(names: &[&str]) -> APIResourceList {
@@ -296,7 +296,13 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         drop(listener);
-        let client = build_client(Config::new(url.parse().unwrap()), 10.0, 10).unwrap();
+        let client = build_client(
+            Config::new(url.parse().unwrap()),
+            10.0,
+            10,
+            MANAGEMENT_REQUEST_TIMEOUT,
+        )
+        .unwrap();
         let err = check_reachable(&client, &url).await.unwrap_err();
         assert!(matches!(err, ApiServerError::Unreachable { .. }), "{err:?}");
         assert_eq!(

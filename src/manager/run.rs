@@ -14,7 +14,7 @@ use super::args::Args;
 use super::diagnostics::{self, AccessReviewer, Security};
 use super::leader::{self, LeaderConfigError, LeaderElectionConfig};
 use super::lease::{LeaderElector, LeaseError};
-use crate::runtime::client::build_client;
+use crate::runtime::client::{MANAGEMENT_REQUEST_TIMEOUT, build_client};
 use crate::runtime::context::lease_namespace;
 use crate::runtime::feature_gates::Feature;
 use crate::runtime::health::{self, Readiness};
@@ -205,8 +205,13 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
 
     let config = apiserver::load_config(kubeconfig.as_deref()).await?;
     let url = config.cluster_url.to_string();
-    let client =
-        build_client(config, kube_api_qps, kube_api_burst).map_err(ApiServerError::Client)?;
+    let client = build_client(
+        config,
+        kube_api_qps,
+        kube_api_burst,
+        MANAGEMENT_REQUEST_TIMEOUT,
+    )
+    .map_err(ApiServerError::Client)?;
     let version = apiserver::check_reachable(&client, &url).await?;
     tracing::info!(url = %url, version = %version, "Kubernetes API server is reachable");
 

@@ -1,12 +1,27 @@
-//! Kubernetes clients as the manager builds them: our user agent and client-go's token-bucket
-//! rate limit. The management cluster's client and the workload clusters' clients are all built
-//! here.
+//! Kubernetes clients as the manager builds them: our user agent, client-go's token-bucket
+//! rate limit, and a bound on the answer to every request that is not a stream. The management
+//! cluster's client and the workload clusters' clients are all built here.
 
-use http::{HeaderName, HeaderValue};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use http::{HeaderName, HeaderValue, Request};
 use kube::client::ClientBuilder;
 use kube::{Client, Config};
+use tower::{Layer, Service};
 
 use super::ratelimit::RateLimitLayer;
+
+/// Time the management cluster's API server has to answer a request: kube-apiserver's own
+/// `--request-timeout` default, past which it would have given up itself. kube's client has no
+/// such bound, and a request on a connection that went dead would hold its reconcile until the
+/// reconcile's own timeout, without a word.
+pub const MANAGEMENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Time a workload cluster's API server has to answer a request, as Cluster API's cluster cache
+/// allows: the request crosses the cluster's load balancer, whose backends go away when control
+/// planes are deleted.
+pub const WORKLOAD_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// User agent of every request the manager sends.
 pub const USER_AGENT: &str = "capd-rs-controller-manager";
@@ -22,15 +37,118 @@ pub struct ClientError {
     pub source: kube::Error,
 }
 
-/// Builds the client: our user agent, and client-go's token-bucket limit (`qps`, `burst`).
-pub fn build_client(mut config: Config, qps: f32, burst: u32) -> Result<Client, ClientError> {
+/// Builds the client: our user agent, client-go's token-bucket limit (`qps`, `burst`), and
+/// `timeout` for the answer to each request that is not a stream ([`AnswerTimeoutLayer`]).
+pub fn build_client(
+    mut config: Config,
+    qps: f32,
+    burst: u32,
+    timeout: Duration,
+) -> Result<Client, ClientError> {
     let url = config.cluster_url.to_string();
     config.headers.push((
         HeaderName::from_static("user-agent"),
         HeaderValue::from_static(USER_AGENT),
     ));
     let builder = ClientBuilder::try_from(config).map_err(|source| ClientError { url, source })?;
-    Ok(builder.with_layer(&RateLimitLayer::new(qps, burst)).build())
+    Ok(builder
+        .with_layer(&RateLimitLayer::new(qps, burst))
+        .with_layer(&AnswerTimeoutLayer { timeout })
+        .build())
+}
+
+/// A request the API server did not answer in time.
+#[derive(Debug, thiserror::Error)]
+#[error("no answer from the API server within {timeout:?} to {method} {path}")]
+pub struct Unanswered {
+    /// The request's method.
+    pub method: http::Method,
+    /// The request's path (no query: it may carry selectors, never secrets, but is long).
+    pub path: String,
+    /// The bound.
+    pub timeout: Duration,
+}
+
+/// Bounds the wait for the answer (status and headers) to each request, except streams: watches
+/// and followed logs, which stay open by design. A request past its bound fails with
+/// [`Unanswered`] and is logged, naming it.
+#[derive(Debug, Clone, Copy)]
+pub struct AnswerTimeoutLayer {
+    /// The bound.
+    pub timeout: Duration,
+}
+
+impl<S> Layer<S> for AnswerTimeoutLayer {
+    type Service = AnswerTimeout<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AnswerTimeout {
+            inner,
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// The service of [`AnswerTimeoutLayer`].
+#[derive(Debug, Clone)]
+pub struct AnswerTimeout<S> {
+    inner: S,
+    timeout: Duration,
+}
+
+/// Whether a request opens a stream: a watch, or logs followed.
+fn is_stream(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|query| {
+        query
+            .split('&')
+            .any(|pair| matches!(pair, "watch=true" | "watch=1" | "follow=true" | "follow=1"))
+    })
+}
+
+impl<S, B> Service<Request<B>> for AnswerTimeout<S>
+where
+    S: Service<Request<B>>,
+    S::Future: Send + 'static,
+    S::Error: From<Unanswered>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if is_stream(request.uri()) {
+            return Box::pin(self.inner.call(request));
+        }
+        let (method, path) = (request.method().clone(), request.uri().path().to_string());
+        let timeout = self.timeout;
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, answer).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    tracing::warn!(
+                        %method,
+                        path,
+                        timeout_s = timeout.as_secs(),
+                        "The API server did not answer in time"
+                    );
+                    Err(Unanswered {
+                        method,
+                        path,
+                        timeout,
+                    }
+                    .into())
+                }
+            }
+        })
+    }
 }
 
 #[cfg(test)]
@@ -54,7 +172,13 @@ mod tests {
             socket.write_all(response.as_bytes()).await.unwrap();
             String::from_utf8_lossy(&request[..n]).to_lowercase()
         });
-        let client = build_client(Config::new(url.parse().unwrap()), 10.0, 10).unwrap();
+        let client = build_client(
+            Config::new(url.parse().unwrap()),
+            10.0,
+            10,
+            MANAGEMENT_REQUEST_TIMEOUT,
+        )
+        .unwrap();
         let version = client.apiserver_version().await.unwrap();
         assert_eq!(version.git_version, "v1.34.0");
         let request = server.await.unwrap();
@@ -63,5 +187,45 @@ mod tests {
             request.contains("user-agent: capd-rs-controller-manager"),
             "{request}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_request_without_an_answer_fails_naming_it_and_a_watch_is_not_bounded() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        // Accepts connections and reads requests, and never answers.
+        let server = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let timeout = Duration::from_millis(300);
+        let client = build_client(Config::new(url.parse().unwrap()), 10.0, 10, timeout).unwrap();
+
+        let error = client.apiserver_version().await.unwrap_err();
+        let chain = crate::runtime::error_chain(&error);
+        assert!(
+            chain.contains("no answer from the API server within 300ms to GET /version"),
+            "{chain}"
+        );
+
+        // A watch waits on: still waiting long after the bound.
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client, "default");
+        let params = kube::api::WatchParams::default();
+        let watch = api.watch(&params, "0");
+        let waited = tokio::time::timeout(timeout * 4, watch).await;
+        assert!(waited.is_err(), "the watch is still waiting for its answer");
+        server.abort();
+    }
+
+    #[test]
+    fn watches_and_followed_logs_are_streams() {
+        let stream = |uri: &str| is_stream(&uri.parse().unwrap());
+        assert!(stream("/api/v1/pods?watch=true&resourceVersion=1"));
+        assert!(stream("/api/v1/namespaces/a/pods/p/log?follow=true"));
+        assert!(!stream("/api/v1/pods?labelSelector=watch%3Dtrue"));
+        assert!(!stream("/api/v1/namespaces/a/configmaps/c"));
     }
 }

@@ -8,6 +8,7 @@ mod scenarios {
     pub mod as_shipped;
     pub mod at_rest;
     pub mod bad_input;
+    pub mod control_plane_deletion;
     pub mod dev_kinds;
     pub mod machine_pool;
     pub mod outage;

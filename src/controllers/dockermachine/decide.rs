@@ -30,6 +30,11 @@ pub const STEP_RETRY: Duration = Duration::from_secs(5);
 /// Pause before looking again for the workload cluster or its Node (CAPD: 5 s).
 pub const NODE_RETRY: Duration = Duration::from_secs(5);
 
+/// Pause before the pass that deletes a machine whose deletion began during a pass that drained
+/// it. The watch usually brings that pass sooner; the pause keeps a watch that lags behind from
+/// turning the drain into a busy loop.
+pub const DELETION_BEGAN_RETRY: Duration = Duration::from_secs(1);
+
 /// What the reconcile does with a DockerMachine before touching any infrastructure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Gate {

@@ -37,7 +37,7 @@ use tracing::instrument;
 use self::decide::{Gate, Owners};
 use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone};
-use super::kinds::{ClusterView, MachineView, ServedKind};
+use super::kinds::{Applied, ClusterView, MachineView, ServedKind};
 use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, key, owner_machine};
 use super::unsupported;
@@ -292,14 +292,14 @@ pub fn transition_events(
 }
 
 /// Applies what this controller owns on the main resource: `spec.providerID` and the load
-/// balancer weight annotation (always together, see [`super::apply`]); returns the object's
-/// `metadata.generation` after the write.
+/// balancer weight annotation (always together, see [`super::apply`]); returns what the write
+/// returned.
 pub(crate) async fn apply_owned_fields(
     ctx: &Context,
     docker_machine: &MachineView,
     provider_id: &str,
     weight: Option<&str>,
-) -> Result<Option<i64>> {
+) -> Result<Applied> {
     let mut fields = Map::new();
     if let Some(weight) = weight {
         fields.insert(

@@ -267,10 +267,12 @@ async fn run_steps(
         )
         .await?;
     }
+    // Set when the write says the machine's deletion began after this pass read it.
+    let mut deletion_began = false;
     if let Some(step) = step {
         match decide::weight_after(step) {
             Some(value) => {
-                apply_owned_fields(
+                let applied = apply_owned_fields(
                     ctx,
                     work.original,
                     &work.original.spec.provider_id,
@@ -278,6 +280,7 @@ async fn run_steps(
                 )
                 .await?;
                 weight = Some(value.to_string());
+                deletion_began = applied.deleting;
             }
             None => {
                 work.working
@@ -299,6 +302,13 @@ async fn run_steps(
             format!("Load balancer weight of {name} set to {value}"),
         )
         .await;
+    }
+    if deletion_began {
+        // The rest of this pass is moot; the next one deletes the machine, without waiting for
+        // the watch to report the deletion.
+        tracing::info!(container = %name, "The machine's deletion began during this pass; deleting it next");
+        work.requeue_after(decide::DELETION_BEGAN_RETRY);
+        return Ok(None);
     }
 
     // 3. Boot (cgroups) and 4. preloaded images, as background tasks.
@@ -348,10 +358,10 @@ async fn run_steps(
     let wanted_id = provider_id(&name);
     if decide::infrastructure_ready(running, cgroups_ready, images_ready) {
         if work.original.spec.provider_id != wanted_id {
-            let generation =
+            let applied =
                 apply_owned_fields(ctx, work.original, &wanted_id, weight.as_deref()).await?;
             work.working.spec.provider_id.clone_from(&wanted_id);
-            work.wrote_spec(generation);
+            work.wrote_spec(applied.generation);
             tracing::info!(provider_id = %wanted_id, "Machine infrastructure provisioned");
         }
         work.working

@@ -1,4 +1,5 @@
-//! The normal reconcile against the fake engine: what a pass costs the engine.
+//! The normal reconcile against the fake engine: what a pass costs the engine, and a deletion
+//! that begins while a pass runs.
 
 use super::{Fetched, normal};
 use crate::api::capi::{Cluster, Machine};
@@ -150,5 +151,69 @@ async fn a_pool_machine_whose_pool_has_no_bootstrap_data_yet_is_not_provisioned(
             .any(|call| matches!(call, Call::Exec(..))),
         "nothing ran in the container: {:?}",
         fake.calls()
+    );
+}
+
+#[tokio::test]
+async fn a_control_plane_whose_deletion_began_while_it_was_drained_is_not_left_for_the_sync_period()
+{
+    use kube::ResourceExt;
+    use kube::api::{Api, DeleteParams, PostParams};
+    use kube::runtime::controller::Action;
+
+    use super::decide::DELETION_BEGAN_RETRY;
+    use crate::docker::loadbalancer::{LoadBalancerSpec, create_load_balancer};
+
+    let (_server, client) = api_with_docker_machines().await;
+    let fake = engine_running("c1-md").await;
+    let spec = NodeSpec::new("c1", "c1-cp1", NodeRole::ControlPlane, "node:test", "kind");
+    create_node(&fake, &spec).await.unwrap();
+    fake.add_image("kindest/haproxy:v1");
+    let lb = LoadBalancerSpec::new("c1", "kindest/haproxy:v1", "kind");
+    create_load_balancer(&fake, &lb).await.unwrap();
+
+    // The pass reads the DockerMachine; then core deletes it (our finalizer holds it) while the
+    // pass drains it, because its Machine is being deleted.
+    let mut docker_machine = DockerMachine::test("cp1")
+        .owned_by("cp1")
+        .with_finalizer()
+        .provisioned_as("c1-cp1");
+    docker_machine.metadata.uid = None;
+    let machines: Api<DockerMachine> = Api::namespaced(client.clone(), NAMESPACE);
+    let read = machines
+        .create(&PostParams::default(), &docker_machine)
+        .await
+        .unwrap();
+    machines
+        .delete("cp1", &DeleteParams::default())
+        .await
+        .unwrap();
+    let fetched = Fetched {
+        machine: Some(Machine::test("cp1").control_plane().deleting()),
+        cluster_name: Some("c1".into()),
+        cluster: Some(
+            Cluster::test("c1")
+                .with_infrastructure_provisioned()
+                .with_control_plane_initialized(),
+        ),
+        docker_cluster: Some(View::docker(DockerCluster::test("c1"))),
+        machine_pool_missing: false,
+    };
+    let ctx = crate::controllers::fixtures::test_context_on(fake.clone(), client);
+
+    let action = normal::reconcile(&ctx, &View::docker(read), &fetched)
+        .await
+        .unwrap();
+
+    let now = machines.get("cp1").await.unwrap();
+    assert_eq!(
+        now.annotations().get(crate::api::WEIGHT_ANNOTATION),
+        Some(&"0".to_string()),
+        "drained"
+    );
+    assert_eq!(
+        action,
+        Action::requeue(DELETION_BEGAN_RETRY),
+        "the deletion is taken up by the next pass, without waiting for a watch event"
     );
 }

@@ -7,16 +7,18 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{SharedWatch, cluster_to_machines, drain, ready_when_synced};
+use super::shared::{SharedWatch, Subscription};
+use super::{cluster_to_machines, drain, logged, ready_when_synced};
 use crate::api::capi::{Cluster, MachinePool};
 use crate::api::v1beta2::{DockerMachine, DockerMachinePool};
 use crate::controllers::context::Context;
 use crate::controllers::dockermachinepool;
-use crate::controllers::queue::QueueDepth;
+use crate::controllers::meta::key;
+use crate::controllers::queue::{QueueDepth, Trigger};
 use crate::controllers::watches::{
     ChangeFilter, docker_machine_fingerprint_for_pool, docker_machine_pools_of_cluster,
     docker_machine_to_pool, log_invalid, machine_pool_fingerprint,
@@ -26,10 +28,10 @@ use crate::runtime::ControllerTask;
 
 /// The subscriptions the DockerMachinePool controller reads.
 pub(super) struct PoolEvents {
-    pub(super) machine_pools: reflector::ReflectHandle<DeserializeGuard<MachinePool>>,
-    pub(super) pools: reflector::ReflectHandle<DockerMachinePool>,
-    pub(super) clusters: reflector::ReflectHandle<DeserializeGuard<Cluster>>,
-    pub(super) docker_machines: reflector::ReflectHandle<DockerMachine>,
+    pub(super) machine_pools: Subscription<DeserializeGuard<MachinePool>>,
+    pub(super) pools: Subscription<DockerMachinePool>,
+    pub(super) clusters: Subscription<DeserializeGuard<Cluster>>,
+    pub(super) docker_machines: Subscription<DockerMachine>,
 }
 
 /// Builds the DockerMachinePool controller: its own objects, MachinePools through their
@@ -58,7 +60,7 @@ pub(super) fn pool_controller(
     let (queue_own, queue_mps, queue_dms, queue_clusters) =
         (queue.clone(), queue.clone(), queue.clone(), queue.clone());
     let own = events.pools.map(move |object| {
-        queue_own.requested(ObjectRef::from_obj(object.as_ref()));
+        queue_own.requested(ObjectRef::from_obj(object.as_ref()), Trigger::Changed);
         object
     });
     let controller = Controller::for_shared_stream(own, pool_store)
@@ -75,7 +77,10 @@ pub(super) fn pool_controller(
                     .changed(&uid, &machine_pool_fingerprint(machine_pool))
                     .then(|| machine_pool_to_docker_machine_pool(machine_pool))
                     .flatten()
-                    .map(|object| queue_mps.requested(object))
+                    .map(|object| {
+                        let trigger = Trigger::Related("MachinePool", key(&machine_pool.metadata));
+                        queue_mps.requested(object, trigger)
+                    })
             },
         )
         .watches_shared_stream(events.docker_machines, move |dm: Arc<DockerMachine>| {
@@ -84,7 +89,10 @@ pub(super) fn pool_controller(
                 .changed(&uid, &docker_machine_fingerprint_for_pool(&dm))
                 .then(|| docker_machine_to_pool(&dm))
                 .flatten()
-                .map(|object| queue_dms.requested(object))
+                .map(|object| {
+                    let trigger = Trigger::Related("DockerMachine", key(&dm.metadata));
+                    queue_dms.requested(object, trigger)
+                })
         })
         .watches_shared_stream(
             events.clusters,
@@ -102,8 +110,13 @@ pub(super) fn pool_controller(
     );
     let run = drain(controller.run(
         move |object, ctx| {
-            queue.started(&object);
-            dockermachinepool::reconcile(object, ctx)
+            let reason = queue.started(&object);
+            logged(
+                dockermachinepool::CONTROLLER,
+                key(&object.metadata),
+                reason,
+                dockermachinepool::reconcile(object.clone(), ctx),
+            )
         },
         dockermachinepool::error_policy,
         ctx,
