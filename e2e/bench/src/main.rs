@@ -44,7 +44,8 @@ struct Args {
     /// The manager image whose size is reported.
     #[arg(long)]
     image: Option<String>,
-    /// Short run: one repetition, N = 1 and 10, 20 machines for 20 s at rest.
+    /// Short run: one repetition, N = 1 and 10, 20 machines for 20 s at rest, and no wait for
+    /// the engine's file system after deletions (see --deletion-wait).
     #[arg(long)]
     quick: bool,
     /// Repetitions of every figure (default 3, 1 with --quick).
@@ -71,7 +72,7 @@ struct Args {
     settle: u64,
     /// Before each repetition, wait until the last deletion of nodes is this many seconds old
     /// (default: 365 when the engine's data root is an ext4 without a journal, whose inode
-    /// allocator holds freed inodes back for up to 360 s; 0 elsewhere).
+    /// allocator holds freed inodes back for up to 360 s; 0 elsewhere, and 0 with --quick).
     #[arg(long)]
     deletion_wait: Option<u64>,
     /// Where the managers' log goes, appended (default: a temporary file removed at the end).
@@ -289,13 +290,10 @@ async fn main() -> Result<()> {
     let mut rows = Vec::new();
     let (mut lb_floor, mut lb_provider) = (Vec::new(), Vec::new());
     let mut all_runs: Vec<LifecycleRun> = Vec::new();
-    let hold_back = match args.deletion_wait {
-        Some(secs) => HoldBack::fixed(Duration::from_secs(secs), "--deletion-wait"),
-        None => {
-            let (ok, root) = docker_cli(&["info", "--format", "{{.DockerRootDir}}"]);
-            HoldBack::of_engine(ok.then_some(root.as_str()))
-        }
-    };
+    let hold_back = HoldBack::of_run(args.deletion_wait, args.quick, || {
+        let (ok, root) = docker_cli(&["info", "--format", "{{.DockerRootDir}}"]);
+        HoldBack::of_engine(ok.then_some(root.as_str()))
+    });
     eprintln!(
         "after a deletion, the next repetition waits {} s: {}",
         hold_back.wait.as_secs(),
