@@ -111,8 +111,8 @@ impl Book {
     }
 
     /// Keeps network `key`'s listing read at `read`, and forgets the stale ones (and their
-    /// readers, when nobody waits on them). The addresses this process pinned before `read` are in it when their containers still
-    /// exist, and are forgotten.
+    /// readers, when nobody waits on them). The addresses this process pinned on `key` before
+    /// `read` are in it when their containers still exist, and are forgotten.
     fn store_listing(&mut self, key: String, addresses: BTreeSet<IpAddr>, read: Instant) {
         self.listings.retain(|_, l| l.read.elapsed() < VIEW_TTL);
         self.pinned_here
