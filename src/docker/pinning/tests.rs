@@ -306,3 +306,23 @@ async fn a_network_we_create_names_the_ipv4_subnet_the_engine_chose() {
     assert!(network.subnets.contains(ipv4));
     assert_eq!(fake.networks().len(), 1, "the first one is gone");
 }
+
+#[tokio::test]
+async fn a_network_removed_after_the_caller_read_it_fails_one_creation_as_the_containers() {
+    let (fake, stale) = fake_with_network("gone").await;
+    run_from(&fake, &spec("a", "gone"), &stale).await;
+    fake.delete_container("a").await.unwrap();
+    fake.remove_network("gone").await.unwrap();
+
+    let failed = run_pinned(&fake, &spec("b", "gone"), &Pinning::default(), Some(&stale)).await;
+    let Err(RunFailure::Container(e)) = failed else {
+        panic!("the container's failure, not the image's: {failed:?}");
+    };
+    assert!(e.is_not_found(), "{e}");
+    // The next pass reads the network, created again, and pins from it.
+    let again = ensure_network(&fake, "gone", &Labels::new()).await.unwrap();
+    let listings = reads(&fake).1;
+    let got = run_from(&fake, &spec("b", "gone"), &again).await;
+    assert!(again.subnets.iter().any(|s| s.contains(got)));
+    assert_eq!(reads(&fake).1, listings + 1, "the new network is listed");
+}
