@@ -190,6 +190,13 @@ impl Run {
     }
 }
 
+/// `value` with one decimal, without a trailing `.0` (a call made once per manager at N = 10
+/// shows as 0.1, not 0).
+fn one_decimal(value: f64) -> String {
+    let text = format!("{value:.1}");
+    text.strip_suffix(".0").map_or(text.clone(), str::to_string)
+}
+
 /// Docker calls per machine by operation, averaged over the repetitions.
 fn mean_calls(runs: &[LifecycleRun], n: usize) -> String {
     let mut total = std::collections::BTreeMap::<String, f64>::new();
@@ -201,7 +208,7 @@ fn mean_calls(runs: &[LifecycleRun], n: usize) -> String {
     }
     total
         .iter()
-        .map(|(op, c)| format!("{op} {c:.0}"))
+        .map(|(op, c)| format!("{op} {}", one_decimal(*c)))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -507,4 +514,24 @@ async fn main() -> Result<()> {
     std::fs::write(&args.out, report.json())?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_per_machine_show_what_is_made_once_per_manager() {
+        let run = LifecycleRun {
+            docker_calls: [("exec", 20), ("host_info", 1), ("run_container", 10)]
+                .into_iter()
+                .map(|(op, c)| (op.to_string(), c))
+                .collect(),
+            ..LifecycleRun::default()
+        };
+        assert_eq!(
+            mean_calls(&[run], 10),
+            "exec 2, host_info 0.1, run_container 1"
+        );
+    }
 }
