@@ -8,10 +8,13 @@
 #     API servers, whose CPU the provider's run shares with the engine and the floor never pays
 #     (a debug build of them took about 4× the manager's CPU).
 # Usage: hack/bench.sh [--quick] [capd-bench flags, e.g. --repetitions 5 --sizes 1,10,30]
-#   --quick  one repetition, N = 1 and 10, 20 machines for 20 s at rest (a few minutes)
+#   --quick  one repetition, N = 1 and 10, a pool of 10, 20 machines for 20 s at rest, without
+#            waiting out ext4's inode window after deletions (under 10 minutes; its times are a
+#            smoke check, its calls and writes exact: see docs/src/benchmarks.md)
 # Not part of hack/test.sh: the full run (N = 1, 10, 30, 100) takes about 45 minutes on 2 cores,
 # most of it waiting before each repetition for the load left by the one before to settle
-# (--settle 0 starts at once, and marks such repetitions busy).
+# (--settle 0 starts at once, and marks such repetitions busy), and on an ext4 without a journal
+# about 2 hours (--deletion-wait 0 skips that wait, e.g. to count calls only).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

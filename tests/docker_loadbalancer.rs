@@ -36,7 +36,7 @@ async fn control_plane(
         &network.name,
     );
     spec.extra_labels = guard.labels();
-    let info = create_node(engine, &spec).await.unwrap();
+    let info = create_node(engine, &spec, None).await.unwrap();
     guard.track_volumes(&info.volumes);
     exec_checked(
         engine,
@@ -75,7 +75,7 @@ async fn load_balancer_routes_to_healthy_control_planes() {
 
     let mut spec = LoadBalancerSpec::new(&guard.id, &images().haproxy, &network.name);
     spec.extra_labels = guard.labels();
-    let lb = create_load_balancer(&engine, &spec).await.unwrap();
+    let lb = create_load_balancer(&engine, &spec, None).await.unwrap();
     guard.track_volumes(&lb.volumes);
     assert_eq!(lb.name, format!("{}-lb", guard.id));
     assert_eq!(lb.labels["io.x-k8s.kind.role"], "external-load-balancer");
@@ -203,7 +203,7 @@ async fn endpoint_port_other_than_6443_is_reachable_on_the_published_port_and_on
     let mut spec = LoadBalancerSpec::new(&guard.id, &images().haproxy, &network.name);
     spec.extra_labels = guard.labels();
     spec.frontend_port = 7777;
-    let lb = create_load_balancer(&engine, &spec).await.unwrap();
+    let lb = create_load_balancer(&engine, &spec, None).await.unwrap();
     guard.track_volumes(&lb.volumes);
     let api_port = lb.host_port(7777).expect("the frontend port is published");
 
@@ -259,7 +259,7 @@ async fn ipv6_cluster_config_is_accepted_and_routes_over_ipv6() {
     let mut spec = LoadBalancerSpec::new(&guard.id, &images().haproxy, &network.name);
     spec.extra_labels = guard.labels();
     spec.ip_family = IpFamily::V6;
-    let lb = create_load_balancer(&engine, &spec).await.unwrap();
+    let lb = create_load_balancer(&engine, &spec, None).await.unwrap();
     guard.track_volumes(&lb.volumes);
     assert!(
         load_balancer_ip(&lb, &network.name, IpFamily::V6)
@@ -277,7 +277,7 @@ async fn ipv6_cluster_config_is_accepted_and_routes_over_ipv6() {
     );
     node.extra_labels = guard.labels();
     node.ip_family = IpFamily::V6;
-    let a = create_node(&engine, &node).await.unwrap();
+    let a = create_node(&engine, &node, None).await.unwrap();
     guard.track_volumes(&a.volumes);
     exec_checked(
         &engine,

@@ -33,6 +33,7 @@ async fn node_lifecycle_exec_addresses_and_delete() {
     let info = create_node(
         &engine,
         &node_spec(&guard, &network.name, &name, NodeRole::ControlPlane),
+        None,
     )
     .await
     .unwrap();
@@ -232,7 +233,7 @@ async fn missing_image_is_a_clear_error() {
     let mut spec = node_spec(&guard, &network.name, &name, NodeRole::Worker);
     spec.image = "capd-test/absent:0".into();
 
-    let err = create_node(&engine, &spec).await.unwrap_err();
+    let err = create_node(&engine, &spec, None).await.unwrap_err();
     assert_eq!(err.category(), "image_unavailable");
     let cause = std::error::Error::source(&err).unwrap().to_string();
     assert_eq!(
@@ -262,6 +263,7 @@ async fn a_stopped_node_starts_again_with_its_file_system_and_address() {
     let info = create_node(
         &engine,
         &node_spec(&guard, &network.name, &name, NodeRole::Worker),
+        None,
     )
     .await
     .unwrap();
@@ -287,6 +289,7 @@ async fn a_stopped_node_starts_again_with_its_file_system_and_address() {
     let other_info = create_node(
         &engine,
         &node_spec(&guard, &network.name, &other, NodeRole::Worker),
+        None,
     )
     .await
     .unwrap();

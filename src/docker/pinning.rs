@@ -18,15 +18,26 @@
 //! addresses of stopped containers. A recreated load balancer asks for the address its cluster's
 //! endpoint names and gets the same host port again, when free.
 //!
+//! Choosing needs two reads of the engine: the network (its subnets, and the addresses of the
+//! containers running on it) and the labelled listing. A caller that has just read the network
+//! passes it along; the listing is kept per network for [`VIEW_TTL`] and serves every creation
+//! on that network in the meantime (one read per batch), with the addresses this process pinned
+//! since added to it. The listing is dropped, and the network read again, as soon as the engine
+//! refuses a creation for any reason, so that what it refused is never chosen from a stale view.
+//! Concurrent creations in this process never meet: each reserves its addresses in the book until
+//! its container exists. A container of another process that took an address since is refused by
+//! the engine while it runs; then the network is read again and another address chosen.
+//!
 //! What cannot be pinned is left to the engine, as before: Docker refuses a requested IPv4
 //! address on a network whose IPv4 subnet it chose itself (kind's `kind` network is one; the
 //! networks the provider creates name theirs, see [`super::network`]), so such a network is
 //! remembered and gets its IPv4 address from the engine. Containers made by CAPD or an earlier
 //! build have no pinned address and are left as they are.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use ipnetwork::IpNetwork;
 
@@ -47,6 +58,11 @@ pub const PINNED_PORTS: std::ops::Range<u16> = 20000..30000;
 /// Attempts at a container whose requested address or host port turned out to be taken.
 const ATTEMPTS: u32 = 5;
 
+/// How long the labelled listing of a network's pinned addresses serves later creations on that
+/// network (a batch of machines), and how long the addresses this process pinned are kept
+/// besides it.
+pub const VIEW_TTL: Duration = Duration::from_secs(10);
+
 /// What to pin on a container besides its addresses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pinning {
@@ -57,19 +73,61 @@ pub struct Pinning {
     pub host_ports: bool,
 }
 
-/// Addresses picked for containers that are being created (not yet visible in a listing), and
-/// networks where the engine refused a requested IPv4 address, by [`network_key`]. One book per
-/// process: every controller creates through [`run_pinned`].
-#[derive(Default)]
+/// What this process knows of the pinned addresses of each network, by [`network_key`]:
+/// addresses picked for containers that are being created (not yet visible in a listing), the
+/// addresses it pinned on the containers it created lately, the last labelled listing, and the
+/// networks where the engine refused a requested IPv4 address. One book per process: every
+/// controller creates through [`run_pinned`].
 struct Book {
     reserved: BTreeSet<(String, IpAddr)>,
+    pinned_here: BTreeMap<(String, IpAddr), Instant>,
+    listings: BTreeMap<String, Listing>,
+    /// One reader of a network's listing at a time: creations that find none wait for it.
+    readers: BTreeMap<String, Arc<tokio::sync::Mutex<()>>>,
     ipv4_refused: BTreeSet<String>,
+}
+
+/// The addresses pinned on a network's containers (stopped ones included), as listed at `read`.
+struct Listing {
+    addresses: BTreeSet<IpAddr>,
+    read: Instant,
 }
 
 static BOOK: Mutex<Book> = Mutex::new(Book {
     reserved: BTreeSet::new(),
+    pinned_here: BTreeMap::new(),
+    listings: BTreeMap::new(),
+    readers: BTreeMap::new(),
     ipv4_refused: BTreeSet::new(),
 });
+
+impl Book {
+    /// The listing of network `key` while it is younger than [`VIEW_TTL`].
+    fn fresh_listing(&self, key: &str) -> Option<BTreeSet<IpAddr>> {
+        self.listings
+            .get(key)
+            .filter(|l| l.read.elapsed() < VIEW_TTL)
+            .map(|l| l.addresses.clone())
+    }
+
+    /// Keeps network `key`'s listing read at `read`, and forgets the stale ones (and their
+    /// readers, when nobody waits on them). The addresses this process pinned on `key` before
+    /// `read` are in it when their containers still exist, and are forgotten.
+    fn store_listing(&mut self, key: String, addresses: BTreeSet<IpAddr>, read: Instant) {
+        self.listings.retain(|_, l| l.read.elapsed() < VIEW_TTL);
+        self.pinned_here
+            .retain(|(n, _), at| at.elapsed() < VIEW_TTL && (*n != key || *at >= read));
+        self.listings.insert(key, Listing { addresses, read });
+        let listings = &self.listings;
+        self.readers
+            .retain(|k, r| listings.contains_key(k) || Arc::strong_count(r) > 1);
+    }
+
+    /// Forgets network `key`'s listing, so that the next creation reads it again.
+    fn drop_listing(&mut self, key: &str) {
+        self.listings.remove(key);
+    }
+}
 
 /// A network as the book knows it: its name and id (a network created again is another one).
 fn network_key(network: &NetworkInfo) -> String {
@@ -84,6 +142,20 @@ fn book() -> MutexGuard<'static, Book> {
 struct Reservation {
     network: String,
     addresses: Vec<IpAddr>,
+}
+
+impl Reservation {
+    /// The container that asked for the addresses exists: they stay taken in the book for
+    /// [`VIEW_TTL`], longer than any listing read before the container existed serves.
+    fn pinned(&self) {
+        let mut book = book();
+        let now = Instant::now();
+        book.pinned_here.retain(|_, at| at.elapsed() < VIEW_TTL);
+        for address in &self.addresses {
+            book.pinned_here
+                .insert((self.network.clone(), *address), now);
+        }
+    }
 }
 
 impl Drop for Reservation {
@@ -148,34 +220,58 @@ fn highest_free(subnet: &IpNetwork, taken: &BTreeSet<IpAddr>) -> Option<IpAddr> 
     }
 }
 
-/// Addresses on `network` a new container must not get: the gateways, the attached (running)
-/// containers', and those pinned on any container of the network, stopped ones included.
-async fn taken_addresses(
+/// The addresses pinned on `network`'s containers, stopped ones included: the book's listing
+/// while it is fresh, else a new one (one creation reads it while the others wait for it).
+/// `afresh` reads a new one in any case: a container that wants a given address (a recreated
+/// load balancer) must not be refused it for a container removed since the last listing.
+async fn pinned_on(
     runtime: &dyn ContainerRuntime,
     network: &NetworkInfo,
+    afresh: bool,
 ) -> Result<BTreeSet<IpAddr>, RuntimeError> {
-    let selector = Labels::from([(NETWORK_LABEL.to_string(), network.name.clone())]);
-    let pinned = runtime.list_containers(&selector).await?;
-    let mut taken: BTreeSet<IpAddr> = network.gateways.iter().copied().collect();
-    taken.extend(network.attached_addresses.iter().copied());
-    for container in &pinned {
-        let addresses = pinned_addresses(&container.labels);
-        taken.extend(addresses.ipv4.map(IpAddr::V4));
-        taken.extend(addresses.ipv6.map(IpAddr::V6));
+    let key = network_key(network);
+    let cached = || book().fresh_listing(&key).filter(|_| !afresh);
+    if let Some(addresses) = cached() {
+        return Ok(addresses);
     }
-    Ok(taken)
+    let reader = book().readers.entry(key.clone()).or_default().clone();
+    let _reading = reader.lock().await;
+    if let Some(addresses) = cached() {
+        return Ok(addresses);
+    }
+    let read = Instant::now();
+    let selector = Labels::from([(NETWORK_LABEL.to_string(), network.name.clone())]);
+    let listed = runtime.list_containers(&selector).await?;
+    let mut addresses = BTreeSet::new();
+    for container in &listed {
+        let pinned = pinned_addresses(&container.labels);
+        addresses.extend(pinned.ipv4.map(IpAddr::V4));
+        addresses.extend(pinned.ipv6.map(IpAddr::V6));
+    }
+    book().store_listing(key, addresses.clone(), read);
+    Ok(addresses)
 }
 
-/// Picks the addresses of one container on `network` and reserves them.
-fn pick(network: &NetworkInfo, taken: &BTreeSet<IpAddr>, preferred: Option<IpAddr>) -> Reservation {
+/// Picks the addresses of one container on `network` and reserves them. Taken are: the gateways,
+/// the addresses of the running containers, those `pinned` on any container of the network, and
+/// those the book holds for creations under way or finished lately.
+fn pick(network: &NetworkInfo, pinned: BTreeSet<IpAddr>, preferred: Option<IpAddr>) -> Reservation {
     let key = network_key(network);
     let mut book = book();
-    let mut taken = taken.clone();
+    let mut taken = pinned;
+    taken.extend(network.gateways.iter().copied());
+    taken.extend(network.attached_addresses.iter().copied());
     taken.extend(
         book.reserved
             .iter()
             .filter(|(n, _)| *n == key)
             .map(|(_, a)| *a),
+    );
+    taken.extend(
+        book.pinned_here
+            .iter()
+            .filter(|((n, _), at)| *n == key && at.elapsed() < VIEW_TTL)
+            .map(|((_, a), _)| *a),
     );
     let ipv4_refused = book.ipv4_refused.contains(&key);
     let mut addresses = Vec::new();
@@ -247,7 +343,9 @@ fn refuses_requested_address(error: &RuntimeError) -> bool {
 }
 
 /// Creates and starts the container of `spec` ([`run_from_image`]) with its addresses, and its
-/// host ports when `pinning` asks, pinned (see the module). Returns the id and the spec it ran.
+/// host ports when `pinning` asks, pinned (see the module). `network` is the network of `spec`
+/// as the caller has just read it, if it has (it is read otherwise). Returns the id and the spec
+/// it ran.
 ///
 /// # Errors
 /// [`RunFailure`] as [`run_from_image`]; a network that cannot be read is a container failure.
@@ -255,26 +353,43 @@ pub async fn run_pinned(
     runtime: &dyn ContainerRuntime,
     spec: &ContainerSpec,
     pinning: &Pinning,
+    network: Option<&NetworkInfo>,
 ) -> Result<(String, ContainerSpec), RunFailure> {
-    let Some(network) = runtime
-        .inspect_network(&spec.network)
-        .await
-        .map_err(RunFailure::Container)?
-    else {
-        // The engine says what is wrong.
-        let id = run_from_image(runtime, spec).await?;
-        return Ok((id, spec.clone()));
-    };
+    let mut known = network.filter(|n| n.name == spec.network).cloned();
     let mut attempt = 0;
     loop {
-        let taken = taken_addresses(runtime, &network)
+        let network = match known.take() {
+            Some(network) => network,
+            None => match runtime
+                .inspect_network(&spec.network)
+                .await
+                .map_err(RunFailure::Container)?
+            {
+                Some(network) => network,
+                None => {
+                    // The engine says what is wrong.
+                    let id = run_from_image(runtime, spec).await?;
+                    return Ok((id, spec.clone()));
+                }
+            },
+        };
+        let pinned = pinned_on(runtime, &network, pinning.preferred.is_some())
             .await
             .map_err(RunFailure::Container)?;
-        let reservation = pick(&network, &taken, pinning.preferred);
+        let reservation = pick(&network, pinned, pinning.preferred);
         let pinned = pinned_spec(spec, &reservation, pinning, attempt);
-        match run_from_image(runtime, &pinned).await {
-            Ok(id) => return Ok((id, pinned)),
-            Err(RunFailure::Container(e))
+        let failure = match run_from_image(runtime, &pinned).await {
+            Ok(id) => {
+                reservation.pinned();
+                return Ok((id, pinned));
+            }
+            Err(failure) => failure,
+        };
+        // Whatever the engine refused, the next attempt (here or in a later reconcile) reads
+        // the network and its listing again.
+        book().drop_listing(&network_key(&network));
+        match failure {
+            RunFailure::Container(e)
                 if refuses_requested_address(&e) && pinned.addresses.ipv4.is_some() =>
             {
                 tracing::info!(
@@ -283,13 +398,13 @@ pub async fn run_pinned(
                 );
                 book().ipv4_refused.insert(network_key(&network));
             }
-            Err(RunFailure::Container(e))
+            RunFailure::Container(e)
                 if (e.is_address_taken() || e.is_host_port_taken()) && attempt + 1 < ATTEMPTS =>
             {
                 tracing::info!(container = %spec.name, error = %e, "A requested address or host port is taken; choosing again");
                 attempt += 1;
             }
-            Err(failure) => return Err(failure),
+            failure => return Err(failure),
         }
     }
 }

@@ -148,9 +148,9 @@ impl Floor {
     /// returns the time it took.
     pub async fn load_balancer(&self, network: &str, cluster: &str) -> Result<Duration> {
         let started = Instant::now();
-        ensure_network(self.runtime.as_ref(), network, &Labels::new()).await?;
+        let info = ensure_network(self.runtime.as_ref(), network, &Labels::new()).await?;
         let spec = LoadBalancerSpec::new(cluster, &self.haproxy_image, network);
-        create_load_balancer(self.runtime.as_ref(), &spec).await?;
+        create_load_balancer(self.runtime.as_ref(), &spec, Some(&info)).await?;
         let config = render_config(
             &ConfigData {
                 frontend_port: spec.effective_frontend_port(),

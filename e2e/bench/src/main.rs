@@ -44,7 +44,8 @@ struct Args {
     /// The manager image whose size is reported.
     #[arg(long)]
     image: Option<String>,
-    /// Short run: one repetition, N = 1 and 10, 20 machines for 20 s at rest.
+    /// Short run: one repetition, N = 1 and 10, 20 machines for 20 s at rest, and no wait for
+    /// the engine's file system after deletions (see --deletion-wait).
     #[arg(long)]
     quick: bool,
     /// Repetitions of every figure (default 3, 1 with --quick).
@@ -71,7 +72,7 @@ struct Args {
     settle: u64,
     /// Before each repetition, wait until the last deletion of nodes is this many seconds old
     /// (default: 365 when the engine's data root is an ext4 without a journal, whose inode
-    /// allocator holds freed inodes back for up to 360 s; 0 elsewhere).
+    /// allocator holds freed inodes back for up to 360 s; 0 elsewhere, and 0 with --quick).
     #[arg(long)]
     deletion_wait: Option<u64>,
     /// Where the managers' log goes, appended (default: a temporary file removed at the end).
@@ -189,6 +190,13 @@ impl Run {
     }
 }
 
+/// `value` with one decimal, without a trailing `.0` (a call made once per manager at N = 10
+/// shows as 0.1, not 0).
+fn one_decimal(value: f64) -> String {
+    let text = format!("{value:.1}");
+    text.strip_suffix(".0").map_or(text.clone(), str::to_string)
+}
+
 /// Docker calls per machine by operation, averaged over the repetitions.
 fn mean_calls(runs: &[LifecycleRun], n: usize) -> String {
     let mut total = std::collections::BTreeMap::<String, f64>::new();
@@ -200,7 +208,7 @@ fn mean_calls(runs: &[LifecycleRun], n: usize) -> String {
     }
     total
         .iter()
-        .map(|(op, c)| format!("{op} {c:.0}"))
+        .map(|(op, c)| format!("{op} {}", one_decimal(*c)))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -289,13 +297,10 @@ async fn main() -> Result<()> {
     let mut rows = Vec::new();
     let (mut lb_floor, mut lb_provider) = (Vec::new(), Vec::new());
     let mut all_runs: Vec<LifecycleRun> = Vec::new();
-    let hold_back = match args.deletion_wait {
-        Some(secs) => HoldBack::fixed(Duration::from_secs(secs), "--deletion-wait"),
-        None => {
-            let (ok, root) = docker_cli(&["info", "--format", "{{.DockerRootDir}}"]);
-            HoldBack::of_engine(ok.then_some(root.as_str()))
-        }
-    };
+    let hold_back = HoldBack::of_run(args.deletion_wait, args.quick, || {
+        let (ok, root) = docker_cli(&["info", "--format", "{{.DockerRootDir}}"]);
+        HoldBack::of_engine(ok.then_some(root.as_str()))
+    });
     eprintln!(
         "after a deletion, the next repetition waits {} s: {}",
         hold_back.wait.as_secs(),
@@ -509,4 +514,24 @@ async fn main() -> Result<()> {
     std::fs::write(&args.out, report.json())?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_per_machine_show_what_is_made_once_per_manager() {
+        let run = LifecycleRun {
+            docker_calls: [("exec", 20), ("host_info", 1), ("run_container", 10)]
+                .into_iter()
+                .map(|(op, c)| (op.to_string(), c))
+                .collect(),
+            ..LifecycleRun::default()
+        };
+        assert_eq!(
+            mean_calls(&[run], 10),
+            "exec 2, host_info 0.1, run_container 1"
+        );
+    }
 }

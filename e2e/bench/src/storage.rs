@@ -100,6 +100,31 @@ impl HoldBack {
         }
     }
 
+    /// The wait of a run: `deletion_wait` seconds when given; none with `quick`, whose point is
+    /// a short run (the reason says what is not waited for); else what `engine` says of the
+    /// engine's data root.
+    pub fn of_run(
+        deletion_wait: Option<u64>,
+        quick: bool,
+        engine: impl FnOnce() -> HoldBack,
+    ) -> HoldBack {
+        match deletion_wait {
+            Some(secs) => HoldBack::fixed(Duration::from_secs(secs), "--deletion-wait"),
+            None if quick => {
+                let engine = engine();
+                if engine.wait.is_zero() {
+                    engine
+                } else {
+                    HoldBack::none(format!(
+                        "--quick waits for none of them, though {}: every repetition after the first pays for the deletions before it",
+                        engine.reason
+                    ))
+                }
+            }
+            None => engine(),
+        }
+    }
+
     /// An ext4 data root on `device`; `journal_task` is the content of its sysfs file, if read.
     fn for_ext4(root: &Path, device: &str, journal_task: Option<&str>) -> HoldBack {
         match journal_task.map(str::trim) {
@@ -154,6 +179,25 @@ mod tests {
         assert_eq!(at("/home"), Some(("254:0".into(), "ext4".into())));
         assert_eq!(mount_of("", Path::new("/var/lib/docker")), None);
         assert_eq!(mount_of("garbage line\n", Path::new("/")), None);
+    }
+
+    #[test]
+    fn a_quick_run_waits_for_no_deletion_and_the_full_run_for_the_engines_window() {
+        let ext4 = || HoldBack::for_ext4(Path::new("/var/lib/docker"), "vda", Some("<none>"));
+        assert_eq!(HoldBack::of_run(None, false, ext4), ext4(), "the full run");
+        let quick = HoldBack::of_run(None, true, ext4);
+        assert_eq!(quick.wait, Duration::ZERO);
+        assert!(
+            quick.reason.starts_with("--quick waits for none of them, though /var/lib/docker is on an ext4 without a journal"),
+            "{}",
+            quick.reason
+        );
+        let journaled = || HoldBack::for_ext4(Path::new("/d"), "vda", Some("jbd2/vda-8"));
+        assert_eq!(HoldBack::of_run(None, true, journaled), journaled());
+        for quick in [false, true] {
+            let given = HoldBack::of_run(Some(30), quick, ext4);
+            assert_eq!(given.wait, Duration::from_secs(30), "--deletion-wait wins");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::docker::loadbalancer::{
 };
 use crate::docker::network::{NetworkDeletion, delete_network, ensure_network};
 use crate::docker::node::load_balancer_container_name;
-use crate::docker::types::{ContainerInfo, Labels};
+use crate::docker::types::{ContainerInfo, Labels, NetworkInfo};
 
 /// The load balancer container spec of a DockerCluster.
 pub fn load_balancer_spec(
@@ -50,12 +50,15 @@ pub async fn ensure(
     let runtime = ctx.runtime.as_ref();
     let network = ctx.network();
     let family = ip_family(cluster)?;
-    let existed = runtime
+    let found = runtime
         .inspect_network(network)
         .await
-        .map_err(Error::runtime(format!("inspect network {network}")))?
-        .is_some();
-    ensure_network(runtime, network, &Labels::new()).await?;
+        .map_err(Error::runtime(format!("inspect network {network}")))?;
+    let existed = found.is_some();
+    let network_info = match found {
+        Some(found) => found,
+        None => ensure_network(runtime, network, &Labels::new()).await?,
+    };
     if !existed {
         ctx.event(
             docker_cluster,
@@ -69,7 +72,7 @@ pub async fn ensure(
     let mut spec = load_balancer_spec(docker_cluster, cluster_name, network, family);
     spec.publish_address = ctx.publish_address();
     let name = spec.name();
-    let (info, change) = running_load_balancer(ctx, docker_cluster, &spec).await?;
+    let (info, change) = running_load_balancer(ctx, docker_cluster, &spec, &network_info).await?;
     let ip =
         load_balancer_ip(&info, network, family).ok_or_else(|| Error::LoadBalancerAddress {
             container: name.clone(),
@@ -169,6 +172,7 @@ async fn running_load_balancer(
     ctx: &Context,
     docker_cluster: &ClusterView,
     spec: &LoadBalancerSpec,
+    network: &NetworkInfo,
 ) -> Result<(ContainerInfo, LoadBalancerChange)> {
     let runtime = ctx.runtime.as_ref();
     let name = spec.name();
@@ -187,7 +191,7 @@ async fn running_load_balancer(
         if stopped {
             match start_load_balancer(runtime, &spec.cluster).await {
                 Err(LoadBalancerError::Runtime { source, .. }) if source.is_host_port_taken() => {
-                    return moved_load_balancer(ctx, docker_cluster, spec, &source).await;
+                    return moved_load_balancer(ctx, docker_cluster, spec, &source, network).await;
                 }
                 started => started?,
             }
@@ -214,7 +218,7 @@ async fn running_load_balancer(
             None => {}
         }
     }
-    let info = create_load_balancer(runtime, spec).await?;
+    let info = create_load_balancer(runtime, spec, Some(network)).await?;
     tracing::info!(container = %name, image = %spec.image, "Created the load balancer");
     let provisioned_before = docker_cluster
         .status
@@ -247,6 +251,7 @@ async fn moved_load_balancer(
     docker_cluster: &ClusterView,
     spec: &LoadBalancerSpec,
     refusal: &crate::docker::RuntimeError,
+    network: &NetworkInfo,
 ) -> Result<(ContainerInfo, LoadBalancerChange)> {
     let runtime = ctx.runtime.as_ref();
     let name = spec.name();
@@ -254,7 +259,7 @@ async fn moved_load_balancer(
         delete_load_balancer(runtime, &spec.cluster).await?,
         format_args!("load balancer container {name}"),
     )?;
-    let info = create_load_balancer(runtime, spec).await?;
+    let info = create_load_balancer(runtime, spec, Some(network)).await?;
     let frontend = spec.effective_frontend_port();
     let port = info.host_port(frontend).unwrap_or_default();
     let refused = refusal.engine_message().unwrap_or("its host port is taken");

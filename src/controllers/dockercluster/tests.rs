@@ -328,9 +328,12 @@ mod scenarios {
     /// A DockerCluster whose load balancer was created and reported available.
     async fn provisioned(ctx: &crate::controllers::context::Context) -> View<DockerCluster> {
         let mut dc = DockerCluster::test("c1").owned_by("c1");
-        infra::ensure(ctx, &View::docker(dc.clone()), "c1", None)
+        let ensured = infra::ensure(ctx, &View::docker(dc.clone()), "c1", None)
             .await
             .unwrap();
+        // As the reconcile writes it once the load balancer has an address.
+        dc.spec.control_plane_endpoint.host = ensured.ip;
+        dc.spec.control_plane_endpoint.port = 6443;
         dc.status = Some(super::normal_status(
             &dc,
             &super::LoadBalancerOutcome::Available,
@@ -390,7 +393,7 @@ mod scenarios {
         let ctx = test_context(fake.clone());
         let dc = provisioned(&ctx).await;
         let cp = NodeSpec::new("c1", "c1-cp1", NodeRole::ControlPlane, "node:test", "kind");
-        create_node(&fake, &cp).await.unwrap();
+        create_node(&fake, &cp, None).await.unwrap();
         fake.set_ipv4("c1-cp1", "kind", Ipv4Addr::new(172, 18, 0, 42));
         fake.stop_container("c1-lb");
         infra::ensure(&ctx, &dc, "c1", None).await.unwrap();

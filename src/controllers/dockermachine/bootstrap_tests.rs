@@ -144,7 +144,7 @@ async fn run_job_watching(
         ..Default::default()
     });
     let spec = NodeSpec::new("c1", "c1-m1", NodeRole::Worker, "node:test", "kind");
-    create_node(&fake, &spec).await.unwrap();
+    create_node(&fake, &spec, None).await.unwrap();
     let node = Arc::new(Mutex::new(node));
     simulate(&fake, node.clone());
     let job = BootstrapJob {

@@ -13,7 +13,7 @@ use crate::docker::node::{
     self, AddressType, ExtraMount, HostQuirks, IpFamily, NodeRole, NodeSpec, ProxyEnv,
     machine_container_name,
 };
-use crate::docker::types::Labels;
+use crate::docker::types::{Labels, NetworkInfo};
 
 /// The container name of a machine (CAPD: the Machine's name, prefixed with the cluster name
 /// unless it already starts with it). A machine of a pool (label `cluster.x-k8s.io/pool-name`)
@@ -74,6 +74,8 @@ pub fn image_for(version: Option<&str>, custom_image: &str) -> Result<Mapping> {
 pub struct Environment {
     /// Network name.
     pub network: String,
+    /// The network as this pass read it: new containers' pinned addresses are chosen from it.
+    pub network_info: NetworkInfo,
     /// Its subnets (for `NO_PROXY`).
     pub subnets: Vec<IpNetwork>,
     /// Cluster IP family.
@@ -101,6 +103,7 @@ impl Environment {
         Ok(Environment {
             network: ctx.network().to_string(),
             subnets: network.subnets.clone(),
+            network_info: network,
             family,
             proxy: ctx.proxy.clone(),
             quirks: HostQuirks::detect(&host),
@@ -189,6 +192,7 @@ mod tests {
     fn env() -> Environment {
         Environment {
             network: "kind".into(),
+            network_info: NetworkInfo::default(),
             subnets: vec![],
             family: IpFamily::V4,
             proxy: ProxyEnv::default(),

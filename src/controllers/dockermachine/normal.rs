@@ -464,7 +464,7 @@ async fn create_container(
     let image = node_image(machine, docker_machine)?;
     let env = Environment::read(ctx, family).await?;
     let spec = node_spec(cluster_name, name, machine, docker_machine, &image, &env);
-    let info = create_node(ctx.runtime.as_ref(), &spec).await?;
+    let info = create_node(ctx.runtime.as_ref(), &spec, Some(&env.network_info)).await?;
     // No Event of its own: the pass that created it publishes ContainerProvisioned when it runs.
     tracing::info!(container = name, image = %image.image, "Created the node container");
     Ok(is_running(&info).then_some(info))

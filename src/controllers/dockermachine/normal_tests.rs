@@ -25,7 +25,7 @@ async fn engine_running(container: &str) -> FakeRuntime {
     };
     fake.create_network(&network).await.unwrap();
     let spec = NodeSpec::new("c1", container, NodeRole::Worker, "node:test", "kind");
-    create_node(&fake, &spec).await.unwrap();
+    create_node(&fake, &spec, None).await.unwrap();
     fake
 }
 

@@ -143,13 +143,13 @@ async fn cluster_in(fake: &FakeRuntime) {
     crate::docker::network::ensure_network(fake, "kind", &Default::default())
         .await
         .unwrap();
-    create_load_balancer(fake, &lb).await.unwrap();
+    create_load_balancer(fake, &lb, None).await.unwrap();
     for (name, role) in [
         ("c1-cp1", NodeRole::ControlPlane),
         ("c1-w1", NodeRole::Worker),
     ] {
         let spec = NodeSpec::new("c1", name, role, "node:test", "kind");
-        create_node(fake, &spec).await.unwrap();
+        create_node(fake, &spec, None).await.unwrap();
     }
 }
 

@@ -55,7 +55,7 @@ mod tests {
             ..Default::default()
         });
         let spec = NodeSpec::new("c1", "c1-m1", NodeRole::Worker, "node:test", "kind");
-        create_node(fake, &spec).await.unwrap();
+        create_node(fake, &spec, None).await.unwrap();
         "c1-m1".to_string()
     }
 

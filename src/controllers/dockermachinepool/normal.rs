@@ -24,7 +24,7 @@ use crate::docker::kind::Mapping;
 use crate::docker::node::{
     MACHINE_POOL_LABEL, NodeRole, NodeSpec, cluster_selector, create_node, machine_container_name,
 };
-use crate::docker::types::ContainerSummary;
+use crate::docker::types::{ContainerSummary, NetworkInfo};
 use crate::runtime::context::WATCH_FILTER_LABEL;
 
 /// How soon to look again while instances wait for core to make their Machines.
@@ -186,7 +186,7 @@ impl NewInstances<'_> {
             specs.push(spec);
         }
         let outcomes: Vec<Result<String>> = futures::stream::iter(specs)
-            .map(|spec| self.create_one(ctx, spec))
+            .map(|spec| self.create_one(ctx, spec, &env.network_info))
             .buffer_unordered(CREATE_PARALLELISM)
             .collect()
             .await;
@@ -216,8 +216,13 @@ impl NewInstances<'_> {
         failure.map_or(Ok(()), Err)
     }
 
-    async fn create_one(&self, ctx: &Context, spec: NodeSpec) -> Result<String> {
-        create_node(ctx.runtime.as_ref(), &spec).await?;
+    async fn create_one(
+        &self,
+        ctx: &Context,
+        spec: NodeSpec,
+        network: &NetworkInfo,
+    ) -> Result<String> {
+        create_node(ctx.runtime.as_ref(), &spec, Some(network)).await?;
         tracing::info!(
             container = %spec.name,
             failure_domain = spec.failure_domain.as_deref().unwrap_or_default(),

@@ -22,6 +22,9 @@ mod calls;
 
 pub use calls::{Call, Op};
 
+/// The next network id, process-wide (see `create_network`).
+static NETWORK_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 type ExecHandler = Box<dyn Fn(&str, &ExecRequest) -> Option<ExecOutput> + Send + Sync>;
 
 #[derive(Default)]
@@ -391,8 +394,12 @@ impl ContainerRuntime for FakeRuntime {
                 .find(|candidate| !taken.iter().any(|t| overlaps(candidate, t)));
             subnets.extend(free);
         }
-        state.next_id += 1;
-        let id = format!("fake-network-{}", state.next_id);
+        // Unique in the process, as an engine's ids are unique: what the provider keeps per
+        // network in the process (the pinning book) never mixes two tests' networks.
+        let id = format!(
+            "fake-network-{}",
+            NETWORK_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
         let info = NetworkInfo {
             id: id.clone(),
             name: spec.name.clone(),

@@ -22,7 +22,9 @@ use super::node::{
 };
 use super::pinning::{Pinning, run_pinned};
 use super::runtime::{ContainerRuntime, Removal, RunFailure, RuntimeError};
-use super::types::{ContainerInfo, ContainerSpec, ContainerSummary, Labels, PortPublish};
+use super::types::{
+    ContainerInfo, ContainerSpec, ContainerSummary, Labels, NetworkInfo, PortPublish,
+};
 
 /// Image repository used when `spec.loadBalancer.imageRepository` is empty.
 pub const DEFAULT_IMAGE_REPOSITORY: &str = "kindest";
@@ -230,13 +232,14 @@ impl LoadBalancerSpec {
 
 /// Creates and starts the load balancer container (image used when present, pulled otherwise),
 /// with its address and host ports pinned ([`super::pinning`]): [`LoadBalancerSpec::address`]
-/// first when it is free.
+/// first when it is free. `network` is the network as the caller has just read it, if it has.
 ///
 /// # Errors
 /// [`LoadBalancerError`] when the image is unavailable or the engine refuses the container.
 pub async fn create_load_balancer(
     runtime: &dyn ContainerRuntime,
     spec: &LoadBalancerSpec,
+    network: Option<&NetworkInfo>,
 ) -> Result<ContainerInfo, LoadBalancerError> {
     let name = spec.name();
     let runtime_err = |action| {
@@ -251,7 +254,7 @@ pub async fn create_load_balancer(
         preferred: spec.address,
         host_ports: true,
     };
-    run_pinned(runtime, &spec.container_spec(), &pinning)
+    run_pinned(runtime, &spec.container_spec(), &pinning, network)
         .await
         .map_err(|failure| match failure {
             RunFailure::Image(source) => LoadBalancerError::Image {

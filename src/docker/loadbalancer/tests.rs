@@ -117,6 +117,7 @@ async fn running_lb() -> FakeRuntime {
     create_load_balancer(
         &fake,
         &LoadBalancerSpec::new("c1", "kindest/haproxy:v1", "kind"),
+        None,
     )
     .await
     .unwrap();

@@ -10,7 +10,7 @@ use crate::docker::pinning::{Pinning, run_pinned};
 use crate::docker::runtime::{
     ContainerRuntime, LineMatch, Removal, RunFailure, RuntimeError, ensure_image,
 };
-use crate::docker::types::{ContainerInfo, ContainerSummary, ExecOutput, ExecRequest};
+use crate::docker::types::{ContainerInfo, ContainerSummary, ExecOutput, ExecRequest, NetworkInfo};
 
 /// What the node image's systemd logs once booted (a regex in CAPD: `Reached target .*Multi-User System.*`).
 pub const MULTI_USER_PATTERN: &str = "Reached target .*Multi-User System.*";
@@ -149,7 +149,8 @@ fn runtime_err(action: &'static str, container: &str) -> impl FnOnce(RuntimeErro
 /// Creates and starts the node container described by `spec` and returns what the engine reports.
 /// The image is used when present locally and pulled otherwise
 /// ([`run_from_image`](crate::docker::runtime::run_from_image)); its addresses are pinned
-/// ([`crate::docker::pinning`]); a failed start leaves nothing.
+/// ([`crate::docker::pinning`]), from `network` when the caller has just read the node network
+/// (it is read otherwise); a failed start leaves nothing.
 ///
 /// # Errors
 /// [`NodeError::Image`] when the image is unavailable, [`NodeError::Runtime`] when the engine
@@ -157,16 +158,22 @@ fn runtime_err(action: &'static str, container: &str) -> impl FnOnce(RuntimeErro
 pub async fn create_node(
     runtime: &dyn ContainerRuntime,
     spec: &NodeSpec,
+    network: Option<&NetworkInfo>,
 ) -> Result<ContainerInfo, NodeError> {
-    run_pinned(runtime, &spec.container_spec(), &Pinning::default())
-        .await
-        .map_err(|failure| match failure {
-            RunFailure::Image(source) => NodeError::Image {
-                image: spec.image.clone(),
-                source,
-            },
-            RunFailure::Container(source) => runtime_err("run", &spec.name)(source),
-        })?;
+    run_pinned(
+        runtime,
+        &spec.container_spec(),
+        &Pinning::default(),
+        network,
+    )
+    .await
+    .map_err(|failure| match failure {
+        RunFailure::Image(source) => NodeError::Image {
+            image: spec.image.clone(),
+            source,
+        },
+        RunFailure::Container(source) => runtime_err("run", &spec.name)(source),
+    })?;
     runtime
         .inspect_container(&spec.name)
         .await

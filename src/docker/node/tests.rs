@@ -289,7 +289,7 @@ async fn fake_with_network() -> FakeRuntime {
 async fn create_node_never_pulls_a_present_image() {
     let fake = fake_with_network().await;
     fake.add_image("kindest/node:v1.31.0");
-    let info = create_node(&fake, &cp_spec()).await.unwrap();
+    let info = create_node(&fake, &cp_spec(), None).await.unwrap();
     assert!(info.running);
     assert!(info.host_port(6443).is_some());
     assert!(!fake.calls().iter().any(|c| matches!(c, Call::PullImage(_))));
@@ -336,7 +336,7 @@ async fn create_node_never_pulls_a_present_image() {
 #[tokio::test]
 async fn missing_image_is_a_clear_error() {
     let fake = fake_with_network().await;
-    let err = create_node(&fake, &cp_spec()).await.unwrap_err();
+    let err = create_node(&fake, &cp_spec(), None).await.unwrap_err();
     assert_eq!(err.category(), "image_unavailable");
     let source = std::error::Error::source(&err).unwrap().to_string();
     assert_eq!(
@@ -358,7 +358,7 @@ async fn failed_start_is_reported_and_leaves_nothing() {
             "OCI runtime create failed: unable to apply cgroup configuration",
         ),
     );
-    let err = create_node(&fake, &cp_spec()).await.unwrap_err();
+    let err = create_node(&fake, &cp_spec(), None).await.unwrap_err();
     assert_eq!(err.to_string(), "run container c1-cp-abc");
     assert!(fake.containers().is_empty());
     delete_node(&fake, "c1-cp-abc").await.unwrap();
@@ -368,7 +368,7 @@ async fn failed_start_is_reported_and_leaves_nothing() {
 async fn exec_checked_reports_output_of_failures() {
     let fake = fake_with_network().await;
     fake.add_image("kindest/node:v1.31.0");
-    create_node(&fake, &cp_spec()).await.unwrap();
+    create_node(&fake, &cp_spec(), None).await.unwrap();
     fake.on_exec(|_, r| {
         (r.argv[0] == "kubeadm").then(|| ExecOutput {
             stdout: b"preflight\n".to_vec(),
@@ -394,7 +394,7 @@ async fn exec_checked_reports_output_of_failures() {
 async fn waits_for_the_multi_user_target() {
     let fake = fake_with_network().await;
     fake.add_image("kindest/node:v1.31.0");
-    create_node(&fake, &cp_spec()).await.unwrap();
+    create_node(&fake, &cp_spec(), None).await.unwrap();
     let err = wait_for_multi_user(&fake, "c1-cp-abc", Duration::from_millis(10))
         .await
         .unwrap_err();
@@ -412,7 +412,7 @@ async fn waits_for_the_multi_user_target() {
 async fn the_boot_line_is_seen_as_it_is_written_with_one_request() {
     let fake = fake_with_network().await;
     fake.add_image("kindest/node:v1.31.0");
-    create_node(&fake, &cp_spec()).await.unwrap();
+    create_node(&fake, &cp_spec(), None).await.unwrap();
     let node = fake.clone();
     let boot = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -438,7 +438,7 @@ async fn preload_streams_the_image_export_into_ctr_without_a_file() {
     let fake = fake_with_network().await;
     fake.add_image("kindest/node:v1.31.0")
         .add_image("busybox:1");
-    create_node(&fake, &cp_spec()).await.unwrap();
+    create_node(&fake, &cp_spec(), None).await.unwrap();
     preload_image(&fake, "c1-cp-abc", "busybox:1")
         .await
         .unwrap();
@@ -460,7 +460,7 @@ async fn preload_streams_the_image_export_into_ctr_without_a_file() {
 async fn preload_of_an_image_that_cannot_be_pulled_fails_before_any_import() {
     let fake = fake_with_network().await;
     fake.add_image("kindest/node:v1.31.0");
-    create_node(&fake, &cp_spec()).await.unwrap();
+    create_node(&fake, &cp_spec(), None).await.unwrap();
     let err = preload_image(&fake, "c1-cp-abc", "absent:1")
         .await
         .unwrap_err();

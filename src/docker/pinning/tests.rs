@@ -1,7 +1,8 @@
+use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
-use crate::docker::fake::{FakeRuntime, Op};
+use crate::docker::fake::{Call, FakeRuntime, Op};
 use crate::docker::network::ensure_network;
 use crate::docker::types::PortPublish;
 
@@ -19,7 +20,135 @@ fn spec(name: &str, network: &str) -> ContainerSpec {
 }
 
 async fn run(fake: &FakeRuntime, spec: &ContainerSpec, pinning: &Pinning) -> ContainerSpec {
-    run_pinned(fake, spec, pinning).await.unwrap().1
+    run_pinned(fake, spec, pinning, None).await.unwrap().1
+}
+
+/// Runs `spec` from the network as the caller read it earlier.
+async fn run_from(fake: &FakeRuntime, spec: &ContainerSpec, network: &NetworkInfo) -> IpAddr {
+    let ran = run_pinned(fake, spec, &Pinning::default(), Some(network))
+        .await
+        .unwrap()
+        .1;
+    IpAddr::V4(ran.addresses.ipv4.unwrap())
+}
+
+/// The engine reads pinning made: network inspects and labelled listings.
+fn reads(fake: &FakeRuntime) -> (usize, usize) {
+    let calls = fake.calls();
+    let inspects = calls
+        .iter()
+        .filter(|c| matches!(c, Call::InspectNetwork(_)))
+        .count();
+    let listings = calls
+        .iter()
+        .filter(|c| matches!(c, Call::ListContainers(l) if l.contains_key(NETWORK_LABEL)))
+        .count();
+    (inspects, listings)
+}
+
+/// A container of another process (or tool) on `network`, asking for `address`, with `labels`.
+async fn foreign(fake: &FakeRuntime, name: &str, network: &str, address: IpAddr, labels: Labels) {
+    let mut foreign = spec(name, network);
+    foreign.labels = labels;
+    if let IpAddr::V4(a) = address {
+        foreign.addresses.ipv4 = Some(a);
+    }
+    fake.run_container(&foreign).await.unwrap();
+}
+
+#[tokio::test]
+async fn ten_creations_on_a_network_read_it_once_between_them() {
+    let (fake, network) = fake_with_network("batch").await;
+    let before = reads(&fake);
+    let creations = (0..10).map(|i| {
+        let fake = &fake;
+        let network = &network;
+        async move { run_from(fake, &spec(&format!("m{i}"), "batch"), network).await }
+    });
+    let addresses: BTreeSet<IpAddr> = futures::future::join_all(creations)
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(addresses.len(), 10, "ten different addresses");
+    let (inspects, listings) = reads(&fake);
+    assert_eq!(
+        inspects, before.0,
+        "the caller's read of the network serves them all"
+    );
+    assert_eq!(listings, before.1 + 1, "one listing for the batch");
+}
+
+#[tokio::test]
+async fn an_address_the_engine_finds_taken_is_chosen_again_from_a_fresh_read() {
+    let (fake, network) = fake_with_network("foreign").await;
+    let first = run_from(&fake, &spec("a", "foreign"), &network).await;
+    // Someone else starts a container on the next address down, unlabelled, after the network
+    // was read: neither the caller's read nor the book's listing knows it.
+    let IpAddr::V4(first4) = first else {
+        unreachable!()
+    };
+    let next = IpAddr::V4(Ipv4Addr::from(u32::from(first4) - 1));
+    foreign(&fake, "squatter", "foreign", next, Labels::new()).await;
+    let (inspects, listings) = reads(&fake);
+
+    let got = run_from(&fake, &spec("b", "foreign"), &network).await;
+    assert_ne!(got, next);
+    assert_ne!(got, first);
+    assert_eq!(
+        reads(&fake),
+        (inspects + 1, listings + 1),
+        "the refusal made it read the network and the listing again"
+    );
+    let refused = fake
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, Call::RunContainer(s) if s.name == "b"))
+        .count();
+    assert_eq!(refused, 2, "one refused attempt, one that ran");
+}
+
+#[tokio::test]
+async fn a_stopped_containers_pinned_address_is_never_handed_out_from_a_warm_listing() {
+    let (fake, network) = fake_with_network("parked").await;
+    let ipv4 = network.subnets.iter().find(|s| s.is_ipv4()).unwrap();
+    let highest = highest_free(ipv4, &network.gateways.iter().copied().collect()).unwrap();
+    // Another process pinned the highest address and its container is stopped: only its labels
+    // keep the address.
+    let labels = Labels::from([
+        (NETWORK_LABEL.to_string(), "parked".to_string()),
+        (IPV4_LABEL.to_string(), highest.to_string()),
+    ]);
+    foreign(&fake, "parked", "parked", highest, labels).await;
+    fake.stop_container("parked");
+
+    let mut handed_out = BTreeSet::new();
+    for name in ["a", "b", "c"] {
+        handed_out.insert(run_from(&fake, &spec(name, "parked"), &network).await);
+    }
+    assert!(!handed_out.contains(&highest), "{handed_out:?}");
+    assert_eq!(handed_out.len(), 3);
+    assert_eq!(reads(&fake).1, 1, "all from one listing");
+}
+
+#[tokio::test]
+async fn a_refused_creation_makes_the_next_one_read_the_network_again() {
+    let (fake, network) = fake_with_network("refused").await;
+    run_from(&fake, &spec("a", "refused"), &network).await;
+    fake.fail_next(
+        Op::RunContainer,
+        RuntimeError::from_status("create container b", 500, "no space left on device"),
+    );
+    let failed = run_pinned(
+        &fake,
+        &spec("b", "refused"),
+        &Pinning::default(),
+        Some(&network),
+    )
+    .await;
+    assert!(matches!(failed, Err(RunFailure::Container(_))));
+    let listings = reads(&fake).1;
+    run_from(&fake, &spec("b", "refused"), &network).await;
+    assert_eq!(reads(&fake).1, listings + 1, "the listing was read again");
 }
 
 fn addresses_of(fake: &FakeRuntime, container: &str, network: &str) -> EndpointAddresses {
@@ -176,4 +305,24 @@ async fn a_network_we_create_names_the_ipv4_subnet_the_engine_chose() {
     let ipv4 = creates[1].subnets.iter().find(|s| s.is_ipv4()).unwrap();
     assert!(network.subnets.contains(ipv4));
     assert_eq!(fake.networks().len(), 1, "the first one is gone");
+}
+
+#[tokio::test]
+async fn a_network_removed_after_the_caller_read_it_fails_one_creation_as_the_containers() {
+    let (fake, stale) = fake_with_network("gone").await;
+    run_from(&fake, &spec("a", "gone"), &stale).await;
+    fake.delete_container("a").await.unwrap();
+    fake.remove_network("gone").await.unwrap();
+
+    let failed = run_pinned(&fake, &spec("b", "gone"), &Pinning::default(), Some(&stale)).await;
+    let Err(RunFailure::Container(e)) = failed else {
+        panic!("the container's failure, not the image's: {failed:?}");
+    };
+    assert!(e.is_not_found(), "{e}");
+    // The next pass reads the network, created again, and pins from it.
+    let again = ensure_network(&fake, "gone", &Labels::new()).await.unwrap();
+    let listings = reads(&fake).1;
+    let got = run_from(&fake, &spec("b", "gone"), &again).await;
+    assert!(again.subnets.iter().any(|s| s.contains(got)));
+    assert_eq!(reads(&fake).1, listings + 1, "the new network is listed");
 }
