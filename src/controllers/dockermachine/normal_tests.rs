@@ -167,10 +167,10 @@ async fn a_control_plane_whose_deletion_began_while_it_was_drained_is_not_left_f
     let (_server, client) = api_with_docker_machines().await;
     let fake = engine_running("c1-md").await;
     let spec = NodeSpec::new("c1", "c1-cp1", NodeRole::ControlPlane, "node:test", "kind");
-    create_node(&fake, &spec).await.unwrap();
+    create_node(&fake, &spec, None).await.unwrap();
     fake.add_image("kindest/haproxy:v1");
     let lb = LoadBalancerSpec::new("c1", "kindest/haproxy:v1", "kind");
-    create_load_balancer(&fake, &lb).await.unwrap();
+    create_load_balancer(&fake, &lb, None).await.unwrap();
 
     // The pass reads the DockerMachine; then core deletes it (our finalizer holds it) while the
     // pass drains it, because its Machine is being deleted.
