@@ -60,6 +60,8 @@ pub struct Context {
     /// One lock per cluster load balancer: its configuration is rewritten by one reconcile at a
     /// time (two concurrent writers would read back each other's file).
     pub load_balancer_locks: LoadBalancerLocks,
+    /// The status last written on each object, so that a stale cache cannot hide a write.
+    pub written: super::written::WrittenStatuses,
 }
 
 /// Per-cluster locks serializing load balancer configuration changes.

@@ -452,5 +452,6 @@ pub fn test_context_on(
         backoff: ErrorBackoff::new(),
         proxy: Default::default(),
         load_balancer_locks: Default::default(),
+        written: Default::default(),
     }
 }

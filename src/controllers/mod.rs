@@ -24,6 +24,7 @@ pub mod template;
 pub mod unsupported;
 pub mod watches;
 pub mod workload;
+pub mod written;
 
 #[cfg(test)]
 mod fixtures;

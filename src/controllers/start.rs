@@ -225,6 +225,7 @@ pub fn start(
         backoff: ErrorBackoff::new(),
         proxy: ProxyEnv::from_env(),
         load_balancer_locks: Default::default(),
+        written: Default::default(),
     });
     let (docker_triggers, dev_triggers, forward_triggers) = split_triggers(trigger_rx);
 

@@ -17,12 +17,15 @@ use crate::env::client_from_yaml;
 
 /// Lines of the manager log a failure report shows.
 const LOG_TAIL: usize = 150;
+/// Warning and error lines of the manager log the report's short summary repeats.
+const PROBLEM_TAIL: usize = 20;
 
 /// Runs `work` on a fresh thread and runtime, giving up after a minute.
-fn on_own_runtime<F, Fut>(work: F) -> Option<String>
+fn on_own_runtime<F, Fut, T>(work: F) -> Option<T>
 where
     F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = String>,
+    Fut: Future<Output = T>,
+    T: Send + 'static,
 {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -36,7 +39,9 @@ where
     rx.recv_timeout(Duration::from_secs(60)).ok()
 }
 
-/// The manager log tail, our objects as YAML, their Events and `docker ps -a` for the clusters.
+/// The manager log tail, our objects as YAML, their Events and `docker ps -a` for the clusters,
+/// then a short summary (every object's conditions, one line each, and the manager's last
+/// warnings and errors): a log that keeps only a failure's head and tail still shows why.
 pub fn failure_report(env: &Env) -> String {
     let log = env.manager_log();
     let lines: Vec<&str> = log.lines().collect();
@@ -46,21 +51,52 @@ pub fn failure_report(env: &Env) -> String {
     if !namespaces.contains(&env.namespace) {
         namespaces.push(env.namespace.clone());
     }
-    let objects = on_own_runtime(move || objects_yaml(kubeconfig, namespaces))
-        .unwrap_or_else(|| "(the management API did not answer)".to_string());
+    let (objects, conditions) = on_own_runtime(move || objects_yaml(kubeconfig, namespaces))
+        .unwrap_or_else(|| {
+            let none = "(the management API did not answer)".to_string();
+            (none.clone(), none)
+        });
+    let problems: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|line| line.contains(" WARN ") || line.contains(" ERROR "))
+        .collect();
+    let problems = &problems[problems.len().saturating_sub(PROBLEM_TAIL)..];
     format!(
-        "---- manager log (last {LOG_TAIL} lines) ----\n{}\n---- objects ----\n{objects}\n---- docker ps -a (our clusters) ----\n{}",
+        "---- manager log (last {LOG_TAIL} lines) ----\n{}\n---- objects ----\n{objects}\n---- docker ps -a (our clusters) ----\n{}\n---- conditions ----\n{conditions}---- manager warnings and errors (last {PROBLEM_TAIL}) ----\n{}",
         lines[start..].join("\n"),
-        cluster_containers_table(&env.clusters)
+        cluster_containers_table(&env.clusters),
+        problems.join("\n")
     )
 }
 
-async fn objects_yaml(kubeconfig: PathBuf, namespaces: Vec<String>) -> String {
+/// One line per condition of an object: `Kind/name Type=Status Reason: message`.
+fn condition_lines(kind: &str, object: &DynamicObject) -> String {
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let conditions = object.data["status"]["conditions"].as_array();
+    let mut out = String::new();
+    for c in conditions.into_iter().flatten() {
+        let text = |key: &str| c[key].as_str().unwrap_or_default().to_string();
+        out.push_str(&format!(
+            "{kind}/{name} {}={} {}: {}\n",
+            text("type"),
+            text("status"),
+            text("reason"),
+            text("message")
+        ));
+    }
+    out
+}
+
+/// Our objects as YAML with their Events, and their conditions one line each.
+async fn objects_yaml(kubeconfig: PathBuf, namespaces: Vec<String>) -> (String, String) {
     let Ok(yaml) = std::fs::read_to_string(&kubeconfig) else {
-        return format!("(cannot read {})", kubeconfig.display());
+        let error = format!("(cannot read {})", kubeconfig.display());
+        return (error.clone(), error);
     };
     let client = client_from_yaml(&yaml).await;
     let mut out = String::new();
+    let mut conditions = String::new();
     for namespace in &namespaces {
         for kind in kinds() {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kind);
@@ -68,6 +104,7 @@ async fn objects_yaml(kubeconfig: PathBuf, namespaces: Vec<String>) -> String {
                 continue;
             };
             for mut object in list.items {
+                conditions.push_str(&condition_lines(&kind.kind, &object));
                 object.metadata.managed_fields = None;
                 let mut value = serde_json::to_value(&object).unwrap_or_default();
                 value["apiVersion"] = json!(kind.api_version);
@@ -91,7 +128,7 @@ async fn objects_yaml(kubeconfig: PathBuf, namespaces: Vec<String>) -> String {
             }
         }
     }
-    out
+    (out, conditions)
 }
 
 /// Against an existing cluster: strips the finalizers of our objects in the namespaces the suite

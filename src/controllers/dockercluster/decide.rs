@@ -200,8 +200,3 @@ fn summarize(status: &mut DockerClusterStatus, generation: Option<i64>) {
         &[legacy::LOAD_BALANCER_AVAILABLE_CONDITION],
     );
 }
-
-/// Whether `status` differs from what the object carries (only then is it written).
-pub fn status_changed(docker_cluster: &DockerCluster, status: &DockerClusterStatus) -> bool {
-    docker_cluster.status.as_ref() != Some(status)
-}

@@ -20,7 +20,7 @@ use tracing::instrument;
 use self::decide::{Gate, LoadBalancerOutcome};
 use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone};
-use super::kinds::{ClusterView, ServedKind};
+use super::kinds::{ClusterView, Recorded, ServedKind};
 use super::meta::{key, owner_cluster};
 use super::unsupported;
 use crate::api::DOCKER_CLUSTER_FINALIZER;
@@ -115,6 +115,7 @@ where
                 }
                 Finalizer::Cleanup(_) => {
                     reconcile_delete(ctx, docker_cluster, cluster_name).await?;
+                    ctx.written.forget(&docker_cluster.reference());
                     Ok(Action::await_change())
                 }
             }
@@ -203,16 +204,25 @@ async fn reconcile_delete(
     infra::delete(ctx, docker_cluster, cluster_name).await
 }
 
-/// Writes the status when it differs from the object's (a reconcile that changes nothing writes
-/// nothing). An object deleted meanwhile is not an error.
+/// Writes the status when it differs from the object's or from the one last written
+/// ([`crate::controllers::written`]): a reconcile that changes nothing writes nothing. An object
+/// deleted meanwhile is not an error.
 async fn write_status(
     ctx: &Context,
     docker_cluster: &ClusterView,
     status: &DockerClusterStatus,
 ) -> Result<()> {
-    if !decide::status_changed(docker_cluster, status) {
+    let reference = docker_cluster.reference();
+    if ctx
+        .written
+        .unchanged(&reference, docker_cluster.status.as_ref(), status)
+    {
         return Ok(());
     }
-    docker_cluster.apply_status(ctx, status).await?;
+    if docker_cluster.apply_status(ctx, status).await? {
+        ctx.written.record(&reference, status);
+    } else {
+        ctx.written.forget(&reference);
+    }
     Ok(())
 }

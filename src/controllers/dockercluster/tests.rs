@@ -4,8 +4,13 @@ use crate::api::conditions::{
     ConditionStatus, LOAD_BALANCER_AVAILABLE_CONDITION, PAUSED_CONDITION, READY_CONDITION,
     find_condition,
 };
-use crate::api::v1beta2::{APIEndpoint, DockerCluster};
+use crate::api::v1beta2::{APIEndpoint, DockerCluster, DockerClusterStatus};
 use crate::controllers::fixtures::*;
+
+/// Whether `status` differs from what the object carries (only then is it written).
+fn status_changed(docker_cluster: &DockerCluster, status: &DockerClusterStatus) -> bool {
+    docker_cluster.status.as_ref() != Some(status)
+}
 
 #[test]
 fn an_externally_managed_cluster_is_left_alone() {

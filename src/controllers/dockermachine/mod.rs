@@ -37,7 +37,7 @@ use tracing::instrument;
 use self::decide::{Gate, Owners};
 use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone};
-use super::kinds::{Applied, ClusterView, MachineView, ServedKind};
+use super::kinds::{Applied, ClusterView, MachineView, Recorded, ServedKind};
 use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, key, owner_machine};
 use super::unsupported;
@@ -211,6 +211,7 @@ where
                 Finalizer::Apply(_) => normal::reconcile(ctx, docker_machine, fetched).await,
                 Finalizer::Cleanup(_) => {
                     delete::reconcile(ctx, docker_machine, fetched).await?;
+                    ctx.written.forget(&docker_machine.reference());
                     Ok(Action::await_change())
                 }
             }
@@ -220,25 +221,35 @@ where
     .or_else(finalizer_gone)
 }
 
-/// Writes the status when it differs from the object's; publishes Events for the condition
-/// changes users care about. An object deleted meanwhile is not an error.
+/// Writes the status when it differs from the object's or from the one last written
+/// ([`crate::controllers::written`]); publishes Events for the condition changes users care
+/// about. An object deleted meanwhile is not an error.
 pub(crate) async fn write_status(
     ctx: &Context,
     docker_machine: &MachineView,
     status: &DockerMachineStatus,
 ) -> Result<()> {
-    if docker_machine.status.as_ref() == Some(status) {
+    let reference = docker_machine.reference();
+    if ctx
+        .written
+        .unchanged(&reference, docker_machine.status.as_ref(), status)
+    {
         return Ok(());
     }
-    if !docker_machine.apply_status(ctx, status).await? {
-        return Ok(());
-    }
-    let before = docker_machine
-        .status
-        .as_ref()
-        .map(|s| s.conditions.as_slice())
+    // What the object carried before this write: the status last written here is newer than a
+    // cache that has not seen it yet.
+    let before = ctx
+        .written
+        .last::<DockerMachineStatus>(&reference)
+        .or_else(|| docker_machine.status.clone())
+        .map(|s| s.conditions)
         .unwrap_or_default();
-    for (kind, reason, note) in transition_events(before, &status.conditions) {
+    if !docker_machine.apply_status(ctx, status).await? {
+        ctx.written.forget(&reference);
+        return Ok(());
+    }
+    ctx.written.record(&reference, status);
+    for (kind, reason, note) in transition_events(&before, &status.conditions) {
         ctx.event(docker_machine, kind, reason, note).await;
     }
     Ok(())

@@ -217,3 +217,99 @@ async fn a_control_plane_whose_deletion_began_while_it_was_drained_is_not_left_f
         "the deletion is taken up by the next pass, without waiting for a watch event"
     );
 }
+
+#[tokio::test]
+async fn a_restart_seen_through_a_stale_cache_is_still_written() {
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    use crate::api::conditions::{CONTAINER_PROVISIONED_CONDITION, find_condition};
+    use crate::docker::loadbalancer::{LoadBalancerSpec, create_load_balancer};
+
+    let (_server, client) = api_with_docker_machines().await;
+    let fake = engine_running("c1-w1").await;
+    fake.add_image("kindest/haproxy:v1");
+    let lb = LoadBalancerSpec::new("c1", "kindest/haproxy:v1", "kind");
+    create_load_balancer(&fake, &lb, None).await.unwrap();
+
+    // A provisioned worker.
+    let note = "Container c1-w1 was stopped; started it again";
+    let mut docker_machine = DockerMachine::test("w1")
+        .owned_by("w1")
+        .with_finalizer()
+        .provisioned_as("c1-w1")
+        .with_condition(CGROUPS_READY_CONDITION, ConditionStatus::True, "Ready")
+        .with_condition(
+            PRELOADED_IMAGES_READY_CONDITION,
+            ConditionStatus::True,
+            "Ready",
+        )
+        .with_condition(
+            BOOTSTRAP_COMPLETED_CONDITION,
+            ConditionStatus::True,
+            "Completed",
+        );
+    docker_machine.metadata.uid = None;
+    let status = docker_machine.status.take();
+    let machines: Api<DockerMachine> = Api::namespaced(client.clone(), NAMESPACE);
+    machines
+        .create(&PostParams::default(), &docker_machine)
+        .await
+        .unwrap();
+    let patch = Patch::Merge(json!({ "status": status }));
+    let created = machines
+        .patch_status("w1", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    let fetched = Fetched {
+        machine: Some(Machine::test("w1")),
+        cluster_name: Some("c1".into()),
+        cluster: Some(
+            Cluster::test("c1")
+                .with_infrastructure_provisioned()
+                .with_control_plane_initialized(),
+        ),
+        docker_cluster: Some(View::docker(DockerCluster::test("c1"))),
+        machine_pool_missing: false,
+    };
+    let ctx = crate::controllers::fixtures::test_context_on(fake.clone(), client);
+    let container_provisioned = || async {
+        let now = machines.get("w1").await.unwrap().status.unwrap_or_default();
+        let c = find_condition(&now.conditions, CONTAINER_PROVISIONED_CONDITION).unwrap();
+        (c.status, c.reason.clone(), c.message.clone())
+    };
+
+    // Its container stopped once, and was started again: the condition says so, and that is
+    // the object the cache holds from now on.
+    fake.stop_container("c1-w1");
+    let _ = normal::reconcile(&ctx, &View::docker(created), &fetched).await;
+    assert_eq!(container_provisioned().await.2, note);
+    let cached = machines.get("w1").await.unwrap();
+
+    // The engine restarts: everything stops. The first pass waits for the load balancer.
+    fake.stop_container("c1-lb").stop_container("c1-w1");
+    let _ = normal::reconcile(&ctx, &View::docker(cached.clone()), &fetched).await;
+    assert_eq!(
+        container_provisioned().await.1,
+        crate::api::conditions::WAITING_FOR_LOAD_BALANCER_REASON
+    );
+
+    // The load balancer runs again; the next pass starts the worker, working on the object as
+    // the cache still shows it (the watch has not delivered the first pass's write): the note
+    // it computes equals that stale status, and must be written all the same.
+    fake.start_container("c1-lb").await.unwrap();
+    let _ = normal::reconcile(&ctx, &View::docker(cached), &fetched).await;
+    assert!(
+        fake.containers()
+            .iter()
+            .any(|c| c.name == "c1-w1" && c.running)
+    );
+    assert_eq!(
+        container_provisioned().await,
+        (
+            ConditionStatus::True,
+            "Provisioned".to_string(),
+            note.into()
+        )
+    );
+}

@@ -23,6 +23,7 @@ use tracing::instrument;
 use super::apply::apply_status_unless_gone;
 use super::context::Context;
 use super::error::{Error, Result, finalizer_gone, is_not_found};
+use super::kinds::Recorded;
 use super::meta::{cluster_label, key, owner};
 use crate::api::capi::{CAPI_GROUP, Cluster, Machine, MachinePool, is_paused};
 use crate::api::v1beta2::{DockerMachine, DockerMachinePool, DockerMachinePoolStatus};
@@ -119,6 +120,7 @@ async fn reconcile_one(pool: &Arc<DockerMachinePool>, ctx: &Context) -> Result<A
                 Finalizer::Apply(pool) => normal::reconcile(ctx, &pool, fetched).await,
                 Finalizer::Cleanup(pool) => {
                     delete::reconcile(ctx, &pool, fetched).await?;
+                    ctx.written.forget(&pool.as_ref().reference());
                     Ok(Action::await_change())
                 }
             }
@@ -128,22 +130,32 @@ async fn reconcile_one(pool: &Arc<DockerMachinePool>, ctx: &Context) -> Result<A
     .or_else(finalizer_gone)
 }
 
-/// Writes the status when it differs from the object's. A pool deleted meanwhile is not an error.
+/// Writes the status when it differs from the pool's or from the one last written
+/// ([`crate::controllers::written`]). A pool deleted meanwhile is not an error.
 async fn write_status(
     ctx: &Context,
     pool: &DockerMachinePool,
     status: &DockerMachinePoolStatus,
 ) -> Result<()> {
-    if pool.status.as_ref() == Some(status) {
+    let reference = pool.reference();
+    if ctx
+        .written
+        .unchanged(&reference, pool.status.as_ref(), status)
+    {
         return Ok(());
     }
     let namespace = pool.namespace().unwrap_or_default();
-    apply_status_unless_gone(
+    let written = apply_status_unless_gone(
         &ctx.api::<DockerMachinePool>(&namespace),
         &pool.name_any(),
         status,
     )
     .await?;
+    if written {
+        ctx.written.record(&reference, status);
+    } else {
+        ctx.written.forget(&reference);
+    }
     Ok(())
 }
 
