@@ -22,6 +22,15 @@
 #                                 provider IDs, /healthz through haproxy), deletes, exits
 #   Sandbox options: --control-planes N, --workers N (default 1 and 1), --no-demo (the API server
 #   and the manager only: Cluster API's part is then played by hand or by the e2e suite).
+#   bash hack/run.sh --capi-demo  against the management cluster of $KUBECONFIG where Cluster API
+#                                 core, CABPK and KCP are installed (`clusterctl init`): runs the
+#                                 manager, then the e2e scenario installed_quick_start builds a demo
+#                                 cluster through real KubeadmControlPlane and MachineDeployment
+#                                 objects (templates/cluster-template.yaml rendered with clusterctl's
+#                                 variable rules), checks it and deletes it; then the manager stops.
+#                                 Nodes are the test node image (only the infrastructure is checked:
+#                                 real core never initializes it) or, with CAPD_REAL_NODE_IMAGE, real
+#                                 (the cluster must become Available with its Nodes Ready)
 #   bash hack/run.sh [options] -- <manager flags>   extra flags for the manager (see `--help`)
 #
 # Our CRDs are applied first (server-side apply of config/crd/bases). The manager runs with leader
@@ -38,6 +47,7 @@ sandbox=false
 once=false
 real=false
 demo=true
+capi_demo=false
 stand_in_args=()
 manager_args=()
 while [ $# -gt 0 ]; do
@@ -49,12 +59,17 @@ while [ $# -gt 0 ]; do
     --workers) stand_in_args+=(--worker-machines "${2:?--workers needs a number}"); shift 2 ;;
     --no-demo) demo=false; shift ;;
     --) shift; manager_args=("$@"); break ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    --capi-demo) capi_demo=true; shift ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "hack/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 kubeconfig="${KUBECONFIG:-$HOME/.kube/config}"
+if [ "$capi_demo" = true ] && { [ "$sandbox" = true ] || [ ! -f "$kubeconfig" ]; }; then
+  echo "hack/run.sh --capi-demo: needs a kubeconfig ($kubeconfig) whose cluster runs Cluster API, and no sandbox option" >&2
+  exit 2
+fi
 if [ "$sandbox" = false ] && [ ! -f "$kubeconfig" ]; then
   echo "hack/run.sh: no kubeconfig at $kubeconfig: starting a sandbox instead"
   sandbox=true
@@ -98,15 +113,38 @@ echo "--- built in $(( $(date +%s) - started ))s"
 if [ "$sandbox" = false ]; then
   echo "--- applying the CRDs from config/crd/bases"
   kubectl --kubeconfig "$kubeconfig" apply --server-side --force-conflicts -f config/crd/bases
-  echo "--- starting the manager (Ctrl-C stops it)"
-  exec "$bin_dir/manager" \
-    --kubeconfig "$kubeconfig" \
-    --leader-elect=false \
-    --health-addr 127.0.0.1:9440 \
-    --diagnostics-address 127.0.0.1:8443 \
-    --insecure-diagnostics \
-    --webhook-cert-dir "$PWD/out/webhook-certs" \
+  manager=(
+    "$bin_dir/manager"
+    --kubeconfig "$kubeconfig"
+    --leader-elect=false
+    --health-addr 127.0.0.1:9440
+    --diagnostics-address 127.0.0.1:8443
+    --insecure-diagnostics
+    --webhook-cert-dir "$PWD/out/webhook-certs"
     "${manager_args[@]}"
+  )
+  if [ "$capi_demo" = false ]; then
+    echo "--- starting the manager (Ctrl-C stops it)"
+    exec "${manager[@]}"
+  fi
+  # The demo through the installed Cluster API: the manager in the background (its log in
+  # out/capi-demo/manager.log), the scenario in the foreground.
+  mkdir -p out/capi-demo
+  echo "--- building the e2e scenarios"
+  cargo test --no-run -p capd-e2e --test scenarios
+  echo "--- starting the manager (log: out/capi-demo/manager.log)"
+  "${manager[@]}" >out/capi-demo/manager.log 2>&1 &
+  manager_pid=$!
+  trap 'kill "$manager_pid" 2>/dev/null || true; wait "$manager_pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 300); do
+    curl -fsS http://127.0.0.1:9440/readyz >/dev/null 2>&1 && break
+    kill -0 "$manager_pid" 2>/dev/null || { echo "hack/run.sh: the manager exited (out/capi-demo/manager.log)" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "--- the demo cluster through the installed Cluster API (e2e scenario installed_quick_start)"
+  CAPD_E2E_CAPI=installed CAPD_E2E_KUBECONFIG="$kubeconfig" \
+    cargo test -p capd-e2e --test scenarios installed_quick_start -- --nocapture
+  exit 0
 fi
 
 # The sandbox. The test images stand in for kindest/node and kindest/haproxy (there is no

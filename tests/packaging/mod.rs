@@ -1,8 +1,7 @@
 //! Shared by the packaging tests: builds the components once through `hack/build-components.sh` and
 //! offers small accessors over the parsed objects.
 
-#[path = "../templates_support/envsubst.rs"]
-pub mod envsubst;
+pub use capd_e2e::envsubst;
 pub mod variables;
 
 use std::collections::BTreeSet;

@@ -6,7 +6,7 @@ pub mod cel;
 mod class_tests;
 #[cfg(test)]
 mod dev_tests;
-pub mod envsubst;
+pub use capd_e2e::envsubst;
 pub mod gotemplate;
 pub mod patches;
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub mod core;
 pub mod docker;
 pub mod engine_proxy;
 pub mod env;
+pub mod envsubst;
+pub mod installed;
 pub mod kubeadm;
 pub mod manager;
 pub mod observe;

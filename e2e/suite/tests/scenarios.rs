@@ -10,6 +10,7 @@ mod scenarios {
     pub mod bad_input;
     pub mod control_plane_deletion;
     pub mod dev_kinds;
+    pub mod installed;
     pub mod machine_pool;
     pub mod outage;
     pub mod pause;

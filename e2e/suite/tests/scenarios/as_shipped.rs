@@ -23,6 +23,11 @@ const IMPORTED: &str = "/var/lib/capd-standin/imported";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_image_runs_quick_start_with_preloaded_images_pause_and_deletion() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "the_shipped_image_runs_quick_start_with_preloaded_images_pause_and_deletion",
+    ) {
+        return;
+    }
     let Some(image) = image_from_environment() else {
         return;
     };
@@ -178,6 +183,11 @@ const NO_ROOTS: &str = "No CA certificates were loaded from the system";
 /// at once, because kube builds its system-roots verifier even when verification is off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_image_runs_with_a_kubeconfig_that_skips_tls_verification() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "the_shipped_image_runs_with_a_kubeconfig_that_skips_tls_verification",
+    ) {
+        return;
+    }
     let Some(image) = image_from_environment() else {
         return;
     };
@@ -207,6 +217,11 @@ async fn the_shipped_image_runs_with_a_kubeconfig_that_skips_tls_verification() 
 /// path, as an operator trusting a private CA would, it gets ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_image_trusts_the_server_through_the_ca_bundle_where_it_ships_it() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "the_shipped_image_trusts_the_server_through_the_ca_bundle_where_it_ships_it",
+    ) {
+        return;
+    }
     let Some(image) = image_from_environment() else {
         return;
     };

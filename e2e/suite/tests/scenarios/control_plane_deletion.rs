@@ -18,6 +18,11 @@ const DELETION: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_control_planes_deleted_at_once_go_every_time() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "three_control_planes_deleted_at_once_go_every_time",
+    ) {
+        return;
+    }
     let mut env = Env::scenario("cpdelete", &["--v=4"]).await;
     for round in 0..ROUNDS {
         let name = env.cluster_name();

@@ -12,6 +12,11 @@ use super::quick_start::quick_start;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_kinds_quick_start_then_deletion_leaves_nothing_behind() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "dev_kinds_quick_start_then_deletion_leaves_nothing_behind",
+    ) {
+        return;
+    }
     let mut env = Env::scenario("devquick", &[]).await;
     env.use_dev_kinds();
     quick_start(env).await;
@@ -19,6 +24,11 @@ async fn dev_kinds_quick_start_then_deletion_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_in_memory_backend_is_reported_unsupported_and_provisions_nothing() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "the_in_memory_backend_is_reported_unsupported_and_provisions_nothing",
+    ) {
+        return;
+    }
     let mut env = Env::scenario("inmemory", &[]).await;
     env.use_dev_kinds();
     let name = env.cluster_name();

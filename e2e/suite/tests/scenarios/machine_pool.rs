@@ -17,6 +17,11 @@ const DOMAINS: [&str; 3] = ["fd1", "fd2", "fd3"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind",
+    ) {
+        return;
+    }
     let mut env = Env::scenario("pool", &[]).await;
     let name = env.cluster_name();
     env.create_kubeconfig_secret(&name).await;

@@ -110,6 +110,11 @@ async fn delete_and_check(env: &Env, name: &str, containers: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_engine_is_reported_and_provisioning_resumes_without_duplicates() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "a_refused_engine_is_reported_and_provisioning_resumes_without_duplicates",
+    ) {
+        return;
+    }
     let proxy = EngineProxy::start();
     let mut env = env_behind(&proxy, "outage").await;
     let name = cluster_bootstrapping_a_control_plane(&mut env).await;
@@ -167,6 +172,11 @@ async fn a_refused_engine_is_reported_and_provisioning_resumes_without_duplicate
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_engine_is_reported_and_bootstrap_completes_once_it_answers() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "a_hung_engine_is_reported_and_bootstrap_completes_once_it_answers",
+    ) {
+        return;
+    }
     let proxy = EngineProxy::start();
     let mut env = env_behind(&proxy, "hang").await;
     let name = cluster_bootstrapping_a_control_plane(&mut env).await;
@@ -191,6 +201,11 @@ async fn a_hung_engine_is_reported_and_bootstrap_completes_once_it_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_streams_are_reported_on_the_machine_and_bootstrap_is_followed_to_its_end() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "cut_streams_are_reported_on_the_machine_and_bootstrap_is_followed_to_its_end",
+    ) {
+        return;
+    }
     let proxy = EngineProxy::start();
     let mut env = env_behind(&proxy, "cut").await;
     let name = cluster_bootstrapping_a_control_plane(&mut env).await;

@@ -12,6 +12,9 @@ use crate::PROVISION;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_start_then_deletion_leaves_nothing_behind() {
+    if !capd_e2e::installed::runs_with_stand_in("quick_start_then_deletion_leaves_nothing_behind") {
+        return;
+    }
     quick_start(Env::scenario("quick", &[]).await).await;
 }
 

@@ -61,6 +61,11 @@ fn real_node_image() -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_cluster_is_built_scaled_and_deleted_through_the_provider() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "a_real_cluster_is_built_scaled_and_deleted_through_the_provider",
+    ) {
+        return;
+    }
     let Some(image) = real_node_image() else {
         return;
     };

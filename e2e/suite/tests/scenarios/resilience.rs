@@ -12,6 +12,11 @@ use crate::PROVISION;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_manager_resumes_without_duplicates_and_finalizers_come_back() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "a_killed_manager_resumes_without_duplicates_and_finalizers_come_back",
+    ) {
+        return;
+    }
     let mut env = Env::scenario("resil", &[]).await;
     let name = env.cluster_name();
     env.create_kubeconfig_secret(&name).await;

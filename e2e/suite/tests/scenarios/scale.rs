@@ -11,6 +11,11 @@ use crate::PROVISION;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_planes_and_workers_spread_over_failure_domains_and_scale_down() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "control_planes_and_workers_spread_over_failure_domains_and_scale_down",
+    ) {
+        return;
+    }
     let mut env = Env::scenario("scale", &[]).await;
     let name = env.cluster_name();
     env.create_kubeconfig_secret(&name).await;

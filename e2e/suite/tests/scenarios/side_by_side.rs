@@ -12,6 +12,11 @@ use crate::PROVISION;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clusters_in_two_namespaces_keep_to_their_own_containers() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "two_clusters_in_two_namespaces_keep_to_their_own_containers",
+    ) {
+        return;
+    }
     let mut env = Env::scenario("side", &[]).await;
     let mut clusters = Vec::new();
     for prefix in ["e2e-a-", "e2e-b-"] {
