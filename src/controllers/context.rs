@@ -60,6 +60,8 @@ pub struct Context {
     /// One lock per cluster load balancer: its configuration is rewritten by one reconcile at a
     /// time (two concurrent writers would read back each other's file).
     pub load_balancer_locks: LoadBalancerLocks,
+    /// The fake workload clusters of the Dev* kinds' `inMemory` backend.
+    pub in_memory: Arc<crate::inmemory::Clusters>,
 }
 
 /// Per-cluster locks serializing load balancer configuration changes.

@@ -452,5 +452,9 @@ pub fn test_context_on(
         backoff: ErrorBackoff::new(),
         proxy: Default::default(),
         load_balancer_locks: Default::default(),
+        in_memory: Arc::new(crate::inmemory::Clusters::new(
+            "127.0.0.1".into(),
+            crate::inmemory::PORTS,
+        )),
     }
 }

@@ -70,9 +70,9 @@ impl InMemoryError {
     /// Category for metric labels and Event reasons.
     pub fn category(&self) -> &'static str {
         match self {
-            Self::NoFreePort { .. } => "NoFreePort",
-            Self::Certificate(_) | Self::Tls(_) => "Certificate",
-            Self::Listen { .. } => "Listen",
+            Self::NoFreePort { .. } => "in_memory_no_free_port",
+            Self::Certificate(_) | Self::Tls(_) => "in_memory_certificate",
+            Self::Listen { .. } => "in_memory_listen",
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The DockerCluster controller: the network and the haproxy load balancer of a workload
 //! cluster, its control plane endpoint, failure domains and the InfraCluster contract status.
-//! It serves DockerClusters and docker-backend DevClusters alike, through their
-//! [`ClusterView`](super::kinds::ClusterView).
+//! It serves DockerClusters and DevClusters alike, through their
+//! [`ClusterView`](super::kinds::ClusterView); a DevCluster with the `inMemory` backend goes
+//! through the same gates and finalizer, then to [`inmemory`] instead of Docker.
 
 pub mod decide;
 mod infra;
+pub mod inmemory;
 
 #[cfg(test)]
 mod tests;
@@ -20,7 +22,7 @@ use tracing::instrument;
 use self::decide::{Gate, LoadBalancerOutcome};
 use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone};
-use super::kinds::{ClusterView, ServedKind};
+use super::kinds::{Backend, ClusterView, ServedKind};
 use super::meta::{key, owner_cluster};
 use super::unsupported;
 use crate::api::DOCKER_CLUSTER_FINALIZER;
@@ -110,11 +112,25 @@ where
         |event| async move {
             match event {
                 Finalizer::Apply(_) => {
-                    reconcile_normal(ctx, docker_cluster, cluster_name, cluster).await?;
+                    match docker_cluster.backend() {
+                        Backend::Docker => {
+                            reconcile_normal(ctx, docker_cluster, cluster_name, cluster).await?;
+                        }
+                        Backend::InMemory(_) => {
+                            inmemory::reconcile_normal(ctx, docker_cluster, cluster_name).await?;
+                        }
+                    }
                     Ok(Action::requeue(sync_period))
                 }
                 Finalizer::Cleanup(_) => {
-                    reconcile_delete(ctx, docker_cluster, cluster_name).await?;
+                    match docker_cluster.backend() {
+                        Backend::Docker => {
+                            reconcile_delete(ctx, docker_cluster, cluster_name).await?;
+                        }
+                        Backend::InMemory(_) => {
+                            inmemory::reconcile_delete(ctx, docker_cluster, cluster_name).await?;
+                        }
+                    }
                     Ok(Action::await_change())
                 }
             }
