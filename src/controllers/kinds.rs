@@ -266,18 +266,17 @@ impl ClusterView {
     }
 
     /// Applies `spec` fields that sit at the same place in both kinds (the control plane
-    /// endpoint) to the real object.
+    /// endpoint) to the real object; returns what the write returned.
     ///
     /// # Errors
     /// [`super::Error::Kube`] when the API server refuses.
-    pub async fn apply_spec(&self, ctx: &Context, spec: Value) -> Result<()> {
+    pub async fn apply_spec(&self, ctx: &Context, spec: Value) -> Result<Applied> {
         let (namespace, name) = (self.namespace(), self.name());
         let fields = Map::from_iter([("spec".to_string(), spec)]);
         match self.served {
-            Served::Docker => apply_fields::<DockerCluster>(ctx, &namespace, &name, fields).await?,
-            Served::Dev => apply_fields::<DevCluster>(ctx, &namespace, &name, fields).await?,
-        };
-        Ok(())
+            Served::Docker => apply_fields::<DockerCluster>(ctx, &namespace, &name, fields).await,
+            Served::Dev => apply_fields::<DevCluster>(ctx, &namespace, &name, fields).await,
+        }
     }
 }
 

@@ -24,9 +24,9 @@ pub fn endpoint(host: &str, port: u16) -> APIEndpoint {
     }
 }
 
-/// The status of a DevCluster whose fake cluster exists: provisioned and Ready.
-pub fn normal_status(cluster: &DockerCluster) -> DockerClusterStatus {
-    let generation = cluster.metadata.generation;
+/// The status of a DevCluster whose fake cluster exists, observed at `generation`: provisioned
+/// and Ready.
+pub fn normal_status(cluster: &DockerCluster, generation: Option<i64>) -> DockerClusterStatus {
     let mut status = cluster.status.clone().unwrap_or_default();
     set_condition(&mut status.conditions, paused_condition(false, generation));
     set_condition(
@@ -78,12 +78,16 @@ pub async fn reconcile_normal(ctx: &Context, view: &ClusterView, cluster_name: &
             source,
         })?;
     let wanted = endpoint(&ctx.in_memory.host, fake.port);
+    let mut generation = view.metadata.generation;
     if *current != wanted {
-        view.apply_spec(
-            ctx,
-            json!({"controlPlaneEndpoint": {"host": wanted.host, "port": wanted.port}}),
-        )
-        .await?;
+        let applied = view
+            .apply_spec(
+                ctx,
+                json!({"controlPlaneEndpoint": {"host": wanted.host, "port": wanted.port}}),
+            )
+            .await?;
+        // The endpoint is spec: the status is observed at the generation it made.
+        generation = applied.generation;
         tracing::info!(host = %wanted.host, port = wanted.port, "Set the control plane endpoint of the fake cluster");
         ctx.event(
             view,
@@ -93,7 +97,7 @@ pub async fn reconcile_normal(ctx: &Context, view: &ClusterView, cluster_name: &
         )
         .await;
     }
-    let status = normal_status(view);
+    let status = normal_status(view, generation);
     if view.status.as_ref() != Some(&status) {
         view.apply_status(ctx, &status).await?;
     }

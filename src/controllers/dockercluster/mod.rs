@@ -9,6 +9,8 @@ mod infra;
 pub mod inmemory;
 
 #[cfg(test)]
+mod inmemory_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;

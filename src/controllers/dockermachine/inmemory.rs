@@ -22,7 +22,7 @@ use crate::api::v1beta2::{DockerMachineStatus, InMemoryMachineBackendSpec};
 use crate::controllers::conditions::{condition, paused_condition};
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
-use crate::controllers::kinds::MachineView;
+use crate::controllers::kinds::{Applied, MachineView};
 use crate::inmemory::objects::{self, KUBE_SYSTEM};
 use crate::inmemory::resources::{self, ResourceType};
 use crate::inmemory::{StoreError, WorkloadCluster};
@@ -190,7 +190,7 @@ async fn apply_owned(
     view: &MachineView,
     started: &str,
     provider_id: Option<&str>,
-) -> Result<()> {
+) -> Result<Applied> {
     let mut fields = Map::new();
     fields.insert(
         "metadata".into(),
@@ -199,8 +199,7 @@ async fn apply_owned(
     if let Some(id) = provider_id {
         fields.insert("spec".into(), json!({"providerID": id}));
     }
-    view.apply_owned(ctx, fields).await?;
-    Ok(())
+    view.apply_owned(ctx, fields).await
 }
 
 /// One pass of the normal reconcile.
@@ -260,7 +259,9 @@ pub async fn reconcile_normal(
         Some(started) => started,
         None => {
             let started = Timestamp::from_second(now.as_second()).unwrap_or(now);
-            apply_owned(ctx, view, &started.to_string(), None).await?;
+            // Applied with the provider ID when there is one: both are this backend's fields.
+            let provider_id = Some(view.spec.provider_id.as_str()).filter(|id| !id.is_empty());
+            apply_owned(ctx, view, &started.to_string(), provider_id).await?;
             started
         }
     };
@@ -335,7 +336,11 @@ pub async fn reconcile_normal(
     if plan.vm {
         let provider_id = objects::provider_id(&name);
         if view.spec.provider_id != provider_id {
-            apply_owned(ctx, view, &started.to_string(), Some(&provider_id)).await?;
+            let applied = apply_owned(ctx, view, &started.to_string(), Some(&provider_id)).await?;
+            // The provider ID is spec: the conditions are observed at the generation it made.
+            for condition in &mut status.conditions {
+                condition.observed_generation = applied.generation;
+            }
         }
         status.initialization.provisioned = Some(true);
     }

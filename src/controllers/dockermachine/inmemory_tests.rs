@@ -353,7 +353,7 @@ mod reconcile {
 
         let written = machines.get("cp1").await.unwrap();
         assert_eq!(written.spec.provider_id, "in-memory://cp1");
-        let status = written.status.unwrap();
+        let status = written.status.clone().unwrap();
         assert_eq!(status.initialization.provisioned, Some(true));
         for type_ in [
             VM_PROVISIONED_CONDITION,
@@ -369,6 +369,17 @@ mod reconcile {
             );
         }
         assert!(status.backend.is_none(), "no docker backend status");
+
+        // A second pass over the provisioned machine writes nothing.
+        let version = written.metadata.resource_version.clone();
+        let again = machines.get("cp1").await.unwrap().view().unwrap();
+        inmemory::reconcile_normal(&ctx, &again, &spec, &fetched)
+            .await
+            .unwrap();
+        assert_eq!(
+            machines.get("cp1").await.unwrap().metadata.resource_version,
+            version
+        );
 
         // The Node is served by the fake cluster's API server, over TLS signed by the CA.
         let fake = ctx.in_memory.get("default/c1").unwrap();
