@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 pub use self::store::{Store, StoreError};
 
@@ -84,7 +85,14 @@ pub struct WorkloadCluster {
     pub port: u16,
     /// Its objects.
     pub store: Arc<Store>,
-    listener: Mutex<Option<JoinHandle<()>>>,
+    listener: Mutex<Option<Listener>>,
+}
+
+/// A running API server: its task, and the token that closes it (and its open watches).
+#[derive(Debug)]
+struct Listener {
+    task: JoinHandle<()>,
+    closed: CancellationToken,
 }
 
 impl WorkloadCluster {
@@ -108,18 +116,22 @@ impl WorkloadCluster {
         }
     }
 
-    fn listener(&self) -> MutexGuard<'_, Option<JoinHandle<()>>> {
+    fn listener(&self) -> MutexGuard<'_, Option<Listener>> {
         self.listener.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether its API server listens.
     pub fn listening(&self) -> bool {
-        self.listener().as_ref().is_some_and(|h| !h.is_finished())
+        self.listener()
+            .as_ref()
+            .is_some_and(|l| !l.task.is_finished())
     }
 
+    /// Closes the API server: no new connection is accepted, open watches end, and the
+    /// connections close once their requests are answered.
     fn stop(&self) {
-        if let Some(handle) = self.listener().take() {
-            handle.abort();
+        if let Some(listener) = self.listener().take() {
+            listener.closed.cancel();
         }
     }
 }
@@ -249,17 +261,21 @@ impl Clusters {
             .map_err(|source| InMemoryError::Listen { port, source })?;
         let listener = crate::serving::tls::TlsListener::new(tcp, config)
             .map_err(|source| InMemoryError::Listen { port, source })?;
-        let router = server::router(cluster.store.clone());
+        let closed = CancellationToken::new();
+        let router = server::router(cluster.store.clone(), closed.clone());
         let mut slot = cluster.listener();
-        if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+        if slot.as_ref().is_some_and(|l| !l.task.is_finished()) {
             // Another reconcile started it meanwhile; this listener is dropped.
             return Ok(());
         }
-        *slot = Some(tokio::spawn(async move {
-            if let Err(error) = axum::serve(listener, router).await {
+        let shutdown = closed.clone().cancelled_owned();
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, router).with_graceful_shutdown(shutdown);
+            if let Err(error) = served.await {
                 tracing::warn!(port, error = %error, "The fake API server stopped");
             }
-        }));
+        });
+        *slot = Some(Listener { task, closed });
         tracing::info!(port, "Started a fake API server");
         Ok(())
     }

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 use super::patch;
 use super::resources::{self, ResourceType};
@@ -26,9 +27,18 @@ pub const KUBERNETES_VERSION: &str = "v1.34.0";
 /// How long a watch lasts without a `timeoutSeconds` (kube-apiserver picks 30–60 min).
 const DEFAULT_WATCH: Duration = Duration::from_secs(1800);
 
-/// The router of one fake cluster's API server.
-pub fn router(store: Arc<Store>) -> Router {
-    Router::new().fallback(handle).with_state(store)
+/// What the handlers share: the cluster's objects, and the token that closes the server.
+#[derive(Clone)]
+struct Shared {
+    store: Arc<Store>,
+    closed: CancellationToken,
+}
+
+/// The router of one fake cluster's API server; its watches end when `closed` is cancelled.
+pub fn router(store: Arc<Store>, closed: CancellationToken) -> Router {
+    Router::new()
+        .fallback(handle)
+        .with_state(Shared { store, closed })
 }
 
 fn json_response(code: StatusCode, body: &Value) -> Response {
@@ -90,7 +100,7 @@ fn target(segments: &[&str]) -> Option<Target> {
 }
 
 async fn handle(
-    State(store): State<Arc<Store>>,
+    State(Shared { store, closed }): State<Shared>,
     method: Method,
     uri: Uri,
     Query(query): Query<HashMap<String, String>>,
@@ -123,7 +133,7 @@ async fn handle(
     };
     match serve(&store, &method, &target, &query, &headers, &body) {
         Ok(Served::Object(code, object)) => json_response(code, &object),
-        Ok(Served::Watch(filter, since)) => watch(&store, &target, filter, since, &query),
+        Ok(Served::Watch(filter, since)) => watch(&store, &target, filter, since, &query, closed),
         Err(e) => error(&e),
     }
 }
@@ -233,6 +243,7 @@ fn watch(
     filter: Filter,
     since: Option<u64>,
     query: &HashMap<String, String>,
+    closed: CancellationToken,
 ) -> Response {
     let subscription = store.watch(target.resource, since);
     let plural = target.resource.plural;
@@ -248,13 +259,16 @@ fn watch(
         .map(event_line)
         .collect();
     let live = futures::stream::unfold(
-        (subscription.live, filter),
-        move |(mut receiver, filter)| async move {
+        (subscription.live, filter, closed),
+        move |(mut receiver, filter, closed)| async move {
             loop {
-                let next = tokio::time::timeout_at(deadline, receiver.recv()).await;
+                let next = tokio::select! {
+                    () = closed.cancelled() => return None,
+                    next = tokio::time::timeout_at(deadline, receiver.recv()) => next,
+                };
                 match next {
                     Ok(Ok(change)) if filter.matches(plural, &change) => {
-                        return Some((event_line(&change), (receiver, filter)));
+                        return Some((event_line(&change), (receiver, filter, closed)));
                     }
                     Ok(Ok(_)) => {}
                     Ok(Err(RecvError::Lagged(_) | RecvError::Closed)) | Err(_) => return None,

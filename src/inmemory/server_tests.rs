@@ -143,11 +143,15 @@ async fn a_kube_client_trusting_the_cluster_ca_lists_nodes_and_watches_pods() {
         other => panic!("unexpected event {other:?}"),
     }
 
+    // Dropping the cluster closes the server: the open watch ends, new requests fail.
     clusters.remove("ns/c1");
-    assert!(
-        !cluster.listening()
-            || tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_err()
-    );
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), events.try_next())
+        .await
+        .expect("the watch ends when the server closes");
+    assert!(matches!(ended, Ok(None) | Err(_)), "{ended:?}");
+    assert!(!cluster.listening());
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(5), node_api.get("m1"))
+        .await
+        .expect("an answer, not a hang");
+    assert!(refused.is_err(), "{refused:?}");
 }
