@@ -115,14 +115,14 @@ fn remove(
 
 /// The etcd pod of a new member: the cluster id of the members already there (a new one for
 /// the first), a fresh member id, and leadership when no member leads yet.
-fn etcd_pod(cluster: &WorkloadCluster, machine: &str) -> Result<Value> {
+fn etcd_pod(cluster: &WorkloadCluster, key: &str, machine: &str) -> Result<Value> {
     let pods = resource("pods")?;
     let filter = crate::inmemory::store::Filter {
         namespace: Some(KUBE_SYSTEM.into()),
         labels: crate::inmemory::selectors::LabelSelector::parse("component=etcd").map_err(
             |source| Error::FakeCluster {
                 action: "select the etcd pods".into(),
-                cluster: machine.into(),
+                cluster: key.into(),
                 source,
             },
         )?,
@@ -302,7 +302,7 @@ pub async fn reconcile_normal(
             .get(resource("pods")?, KUBE_SYSTEM, &format!("etcd-{name}"))
             .is_err()
     {
-        ensure(&fake, &key, "pods", etcd_pod(&fake, &name)?)?;
+        ensure(&fake, &key, "pods", etcd_pod(&fake, &key, &name)?)?;
     }
     if plan.api_server {
         for component in [

@@ -152,9 +152,19 @@ async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_
         .await
         .unwrap();
     assert_eq!(
-        paused.data["status"],
+        condition_state(&paused, "Paused"),
+        Some(("True".into(), "Paused".into())),
+        "a paused DevCluster only says so"
+    );
+    assert_eq!(
+        paused.data["status"]["initialization"],
         json!(null),
-        "a paused DevCluster is left alone"
+        "not provisioned"
+    );
+    assert_eq!(
+        paused.data["spec"]["controlPlaneEndpoint"],
+        json!(null),
+        "no port reserved"
     );
     env.delete(&infra("DevCluster"), &format!("{name}-paused"))
         .await;
