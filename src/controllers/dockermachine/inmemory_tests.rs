@@ -393,11 +393,28 @@ mod reconcile {
                 .contains_key("node-role.kubernetes.io/control-plane")
         );
 
+        // A manager restart loses the fake clusters: the next pass makes the Node and the API
+        // server again, on the endpoint's port, without writing to the DevMachine.
+        drop(fake);
+        ctx.in_memory = Arc::new(Clusters::new("127.0.0.1".into(), port..=port));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let again = machines.get("cp1").await.unwrap().view().unwrap();
+        inmemory::reconcile_normal(&ctx, &again, &spec, &fetched)
+            .await
+            .unwrap();
+        assert_eq!(
+            machines.get("cp1").await.unwrap().metadata.resource_version,
+            version
+        );
+        let fake = ctx.in_memory.get("default/c1").unwrap();
+        assert!(fake.listening());
+        let nodes = crate::inmemory::resources::find("", "v1", "nodes").unwrap();
+        assert!(fake.store.get(nodes, "", "cp1").is_ok(), "the Node is back");
+
         let view = machines.get("cp1").await.unwrap().view().unwrap();
         inmemory::reconcile_delete(&ctx, &view, &fetched)
             .await
             .unwrap();
-        let nodes = crate::inmemory::resources::find("", "v1", "nodes").unwrap();
         assert!(
             fake.store.get(nodes, "", "cp1").is_err(),
             "the Node is gone"

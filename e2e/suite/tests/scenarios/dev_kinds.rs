@@ -19,7 +19,7 @@ async fn dev_kinds_quick_start_then_deletion_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_it() {
-    use capd_e2e::kubeadm::{ClusterCertificates, admin_kubeconfig};
+    use capd_e2e::kubeadm::ClusterCertificates;
     use k8s_openapi::api::core::v1::{Node, Pod};
     use kube::api::{Api, ListParams};
 
@@ -126,11 +126,10 @@ async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_
     }
 
     // The workload cluster answers at the endpoint, with a certificate signed by the cluster CA.
-    let kubeconfig = admin_kubeconfig(
-        &name,
-        &format!("https://127.0.0.1:{port}"),
-        &certificates.ca,
-    );
+    // Core's kubeconfig Secret: the stand-in's cluster cache reaches the fake API server with it.
+    let kubeconfig = env
+        .create_admin_kubeconfig_secret(&name, &format!("127.0.0.1:{port}"), &certificates.ca)
+        .await;
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
@@ -170,9 +169,82 @@ async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_
         .await;
 
     // Deletion removes the machine from the fake cluster, then the cluster and its listener.
-    env.delete(&infra("DevMachine"), "cp1").await;
-    env.wait_gone(&infra("DevMachine"), "cp1", Duration::from_secs(30))
+    // Core finds the Node by the provider ID, through its cluster cache.
+    assert_eq!(
+        env.wait_node_ref("cp1", Duration::from_secs(30)).await,
+        "cp1"
+    );
+
+    // A worker waits for the control plane, then for its bootstrap data, then comes up.
+    let worker = env
+        .create(
+            &capi("Machine"),
+            env.machine(&name, "w1", &MachineSpec::default()),
+        )
         .await;
+    env.create(
+        &infra("DevMachine"),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "DevMachine",
+            "metadata": {
+                "name": "w1",
+                "labels": worker.metadata.labels,
+                "ownerReferences": [owner("Machine", &worker)]
+            },
+            "spec": {"backend": {"inMemory": {}}}
+        }),
+    )
+    .await;
+    for (reason, next) in [
+        (
+            "WaitingForControlPlaneInitialized",
+            "mark the control plane initialized",
+        ),
+        (
+            "WaitingForBootstrapData",
+            "give the worker its bootstrap data",
+        ),
+    ] {
+        eventually(Duration::from_secs(30), &format!("w1 {reason}"), || async {
+            let found = env.get(&infra("DevMachine"), "w1").await?;
+            (condition_state(&found, "VMProvisioned") == Some(("False".into(), reason.into())))
+                .then_some(())
+        })
+        .await;
+        match next {
+            "mark the control plane initialized" => env.mark_control_plane_initialized(&name).await,
+            _ => {
+                env.merge_patch(
+                    &capi("Machine"),
+                    "w1",
+                    json!({"spec": {"bootstrap": {"dataSecretName": "w1-bootstrap"}}}),
+                )
+                .await;
+            }
+        }
+    }
+    assert_eq!(env.wait_node_ref("w1", Duration::from_secs(30)).await, "w1");
+    let worker_node = Api::<Node>::all(workload.clone()).get("w1").await.unwrap();
+    assert!(
+        !worker_node
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("node-role.kubernetes.io/control-plane"),
+        "a worker Node is not labelled control plane"
+    );
+
+    for machine in ["w1", "cp1"] {
+        env.delete(&infra("DevMachine"), machine).await;
+        env.wait_gone(&infra("DevMachine"), machine, Duration::from_secs(30))
+            .await;
+        let gone = Api::<Node>::all(workload.clone()).get_opt(machine).await;
+        assert!(
+            matches!(gone, Ok(None) | Err(_)),
+            "the Node of {machine} is gone with it"
+        );
+    }
     env.delete(&infra("DevCluster"), &name).await;
     env.wait_gone(&infra("DevCluster"), &name, Duration::from_secs(30))
         .await;
@@ -183,6 +255,7 @@ async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_
             .is_err(),
         "the fake API server is closed"
     );
+    env.delete(&capi("Machine"), "w1").await;
     env.delete(&capi("Machine"), "cp1").await;
     env.delete(&capi("Cluster"), &name).await;
     env.wait_gone(&capi("Cluster"), &name, Duration::from_secs(30))
