@@ -286,3 +286,61 @@ fn watch(
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(path: &str) -> Option<(&'static str, Option<String>, Option<String>)> {
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        target(&segments).map(|t| (t.resource.plural, t.namespace, t.name))
+    }
+
+    #[test]
+    fn urls_name_their_resource_namespace_and_object() {
+        assert_eq!(read("/api/v1/nodes"), Some(("nodes", None, None)));
+        assert_eq!(
+            read("/api/v1/namespaces/kube-system"),
+            Some(("namespaces", None, Some("kube-system".into())))
+        );
+        assert_eq!(
+            read("/api/v1/namespaces/kube-system/pods/etcd-m1/status"),
+            Some(("pods", Some("kube-system".into()), Some("etcd-m1".into())))
+        );
+        assert_eq!(
+            read("/apis/apps/v1/namespaces/kube-system/daemonsets"),
+            Some(("daemonsets", Some("kube-system".into()), None))
+        );
+        // Eviction answers 404, as CAPD's fake server does; so do resources it does not hold.
+        assert_eq!(read("/api/v1/namespaces/default/pods/p/eviction"), None);
+        assert_eq!(read("/apis/batch/v1/jobs"), None);
+    }
+
+    #[test]
+    fn an_unsupported_patch_type_is_refused() {
+        let store = Store::new();
+        let nodes = resources::find("", "v1", "nodes").unwrap_or(&resources::RESOURCES[0]);
+        store
+            .create(nodes, "", json!({"metadata": {"name": "n1"}}))
+            .unwrap();
+        let target = Target {
+            resource: nodes,
+            namespace: None,
+            name: Some("n1".into()),
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            "application/json-patch+json".parse().unwrap(),
+        );
+        let refused = serve(
+            &store,
+            &Method::PATCH,
+            &target,
+            &HashMap::new(),
+            &headers,
+            b"[]",
+        );
+        assert!(matches!(refused, Err(StoreError::Invalid(_))));
+    }
+}
