@@ -7,6 +7,8 @@
 //!   networks, node containers and the haproxy load balancer.
 //! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
 //! - [`controllers`]: the DockerCluster, DockerMachine, DockerMachinePool and template controllers.
+//! - [`inmemory`]: the fake workload clusters (object store and TLS API server) of the Dev*
+//!   kinds' `inMemory` backend.
 //! - [`gardener`]: Gardener's `Infrastructure` extension for type `docker` (behind a manager flag).
 //! - [`runtime`]: what the controllers, webhooks and Gardener extension share: the controller
 //!   [`Context`](runtime::Context) and task type, the Kubernetes client builder, error chains,
@@ -17,7 +19,7 @@
 //!   leader election.
 //!
 //! Layers, each importing only those below it: [`api`], [`bootstrap`], [`docker`] and [`serving`]
-//! at the bottom; then [`runtime`]; then [`controllers`], [`gardener`] and [`webhooks`]; then
+//! at the bottom ([`inmemory`] on [`serving`]); then [`runtime`]; then [`controllers`], [`gardener`] and [`webhooks`]; then
 //! [`manager`], which only the `manager` binary (`main`) imports. `tests/layering.rs` fails when
 //! anything below the manager imports it.
 
@@ -28,6 +30,7 @@ pub mod docker;
 #[cfg(test)]
 mod fuzz;
 pub mod gardener;
+pub mod inmemory;
 pub mod manager;
 pub mod runtime;
 pub mod serving;

@@ -374,6 +374,7 @@ fn deployment_mounts_the_docker_socket_and_serves_probes() {
     for (name, field) in [
         ("POD_NAMESPACE", "metadata.namespace"),
         ("POD_NAME", "metadata.name"),
+        ("POD_IP", "status.podIP"),
     ] {
         assert_eq!(
             str_at(env[name], "/valueFrom/fieldRef/fieldPath"),

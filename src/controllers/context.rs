@@ -62,6 +62,8 @@ pub struct Context {
     pub load_balancer_locks: LoadBalancerLocks,
     /// The status last written on each object, so that a stale cache cannot hide a write.
     pub written: super::written::WrittenStatuses,
+    /// The fake workload clusters of the Dev* kinds' `inMemory` backend.
+    pub in_memory: Arc<crate::inmemory::Clusters>,
 }
 
 /// Per-cluster locks serializing load balancer configuration changes.

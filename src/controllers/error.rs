@@ -104,6 +104,28 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A fake workload cluster of the in-memory backend could not be made or served.
+    #[error("{action} for fake cluster {cluster}")]
+    InMemory {
+        /// What was being done.
+        action: String,
+        /// `<namespace>/<cluster>`.
+        cluster: String,
+        /// Why.
+        #[source]
+        source: crate::inmemory::InMemoryError,
+    },
+    /// A fake workload cluster refused a write.
+    #[error("{action} in fake cluster {cluster}")]
+    FakeCluster {
+        /// What was being done.
+        action: String,
+        /// `<namespace>/<cluster>`.
+        cluster: String,
+        /// Why.
+        #[source]
+        source: crate::inmemory::StoreError,
+    },
     /// A reconcile took longer than its limit and was abandoned (CAPD: 6 minutes).
     #[error("finish the reconcile within {seconds}s")]
     ReconcileTimeout {
@@ -148,6 +170,8 @@ impl Error {
             Self::HaproxyTemplateKey { .. } => "haproxy_template",
             Self::NotFinished { .. } => "not_finished",
             Self::Workload { .. } => "workload_cluster",
+            Self::InMemory { source, .. } => source.category(),
+            Self::FakeCluster { .. } => "fake_cluster",
             Self::ReconcileTimeout { .. } => "reconcile_timeout",
             Self::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {

@@ -453,5 +453,9 @@ pub fn test_context_on(
         proxy: Default::default(),
         load_balancer_locks: Default::default(),
         written: Default::default(),
+        in_memory: Arc::new(crate::inmemory::Clusters::new(
+            "127.0.0.1".into(),
+            crate::inmemory::PORTS,
+        )),
     }
 }

@@ -7,8 +7,10 @@
 //! the view as a Docker* object; status and spec writes and Events go to the real object, in its
 //! own kind and shape.
 //!
-//! A Dev* object that asks for another backend (`inMemory`) has no view: the reconcilers report
-//! it unsupported and do nothing else.
+//! A Dev* object with the `inMemory` backend has a view too, whose [`Backend`] says so: the
+//! reconcilers gate it, hold its finalizer and write its status as any other, and hand its
+//! infrastructure to the in-memory backend instead of Docker. A Dev* object that names no
+//! backend at all has no view: the reconcilers report it unsupported and do nothing else.
 
 use std::fmt::Debug;
 use std::ops::Deref;
@@ -24,8 +26,9 @@ use super::apply::{apply_object, apply_status_unless_gone, body_with};
 use super::context::Context;
 use super::error::Result;
 use crate::api::v1beta2::{
-    DevCluster, DevMachine, DevMachineStatus, DockerCluster, DockerClusterStatus, DockerMachine,
-    DockerMachineStatus,
+    DevCluster, DevMachine, DevMachineStatus, DockerCluster, DockerClusterSpec,
+    DockerClusterStatus, DockerMachine, DockerMachineSpec, DockerMachineStatus,
+    InMemoryMachineBackendSpec,
 };
 
 /// Which generation of the API an object belongs to.
@@ -37,16 +40,19 @@ pub enum Served {
     Dev,
 }
 
-/// The name of a Dev* backend this provider does not implement.
+/// The name of a Dev* backend this provider does not implement (`none`: the spec names none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UnsupportedBackend(pub &'static str);
 
-/// A Dev* object's backend, as named in its spec.
-fn backend_name(docker: bool, in_memory: bool) -> UnsupportedBackend {
-    match (docker, in_memory) {
-        (false, true) => UnsupportedBackend("inMemory"),
-        _ => UnsupportedBackend("none"),
-    }
+/// What makes the infrastructure of a viewed object.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Backend {
+    /// Docker containers (every Docker* object, and Dev* objects with `backend.docker`).
+    #[default]
+    Docker,
+    /// The in-memory fakes (Dev* objects with `backend.inMemory`), with a DevMachine's settings
+    /// (a DevCluster's are empty).
+    InMemory(InMemoryMachineBackendSpec),
 }
 
 /// An object a reconciler serves: its kind, and its docker view.
@@ -67,21 +73,22 @@ pub trait ServedKind:
     /// Name of the controller of this kind in metrics and logs.
     const CONTROLLER: &'static str;
 
-    /// The object as its Docker* counterpart, or the backend it asks for when that is not
-    /// docker.
+    /// The object as its Docker* counterpart, and the backend that serves it.
     ///
     /// # Errors
-    /// [`UnsupportedBackend`] for a Dev* object whose backend is not docker.
-    fn docker(&self) -> std::result::Result<Self::Docker, UnsupportedBackend>;
+    /// [`UnsupportedBackend`] for a Dev* object that names no backend.
+    fn docker(&self) -> std::result::Result<(Self::Docker, Backend), UnsupportedBackend>;
 
     /// The [`View`] reconcilers work on.
     ///
     /// # Errors
     /// As [`ServedKind::docker`].
     fn view(&self) -> std::result::Result<View<Self::Docker>, UnsupportedBackend> {
+        let (inner, backend) = self.docker()?;
         Ok(View {
-            inner: self.docker()?,
+            inner,
             served: Self::SERVED,
+            backend,
             reference: self.object_ref(&()),
         })
     }
@@ -92,8 +99,8 @@ impl ServedKind for DockerCluster {
     const SERVED: Served = Served::Docker;
     const CONTROLLER: &'static str = super::dockercluster::CONTROLLER;
 
-    fn docker(&self) -> std::result::Result<DockerCluster, UnsupportedBackend> {
-        Ok(self.clone())
+    fn docker(&self) -> std::result::Result<(DockerCluster, Backend), UnsupportedBackend> {
+        Ok((self.clone(), Backend::Docker))
     }
 }
 
@@ -102,17 +109,24 @@ impl ServedKind for DevCluster {
     const SERVED: Served = Served::Dev;
     const CONTROLLER: &'static str = super::dockercluster::DEV_CONTROLLER;
 
-    fn docker(&self) -> std::result::Result<DockerCluster, UnsupportedBackend> {
-        let backend = &self.spec.backend;
-        let spec = self
-            .spec
-            .docker()
-            .ok_or_else(|| backend_name(backend.docker.is_some(), backend.in_memory.is_some()))?;
-        Ok(DockerCluster {
+    fn docker(&self) -> std::result::Result<(DockerCluster, Backend), UnsupportedBackend> {
+        let (spec, backend) = match (self.spec.docker(), &self.spec.backend.in_memory) {
+            (Some(spec), _) => (spec, Backend::Docker),
+            (None, Some(_)) => (
+                DockerClusterSpec {
+                    control_plane_endpoint: self.spec.control_plane_endpoint.clone(),
+                    ..Default::default()
+                },
+                Backend::InMemory(InMemoryMachineBackendSpec::default()),
+            ),
+            (None, None) => return Err(UnsupportedBackend("none")),
+        };
+        let cluster = DockerCluster {
             metadata: self.metadata.clone(),
             spec,
             status: self.status.clone(),
-        })
+        };
+        Ok((cluster, backend))
     }
 }
 
@@ -121,8 +135,8 @@ impl ServedKind for DockerMachine {
     const SERVED: Served = Served::Docker;
     const CONTROLLER: &'static str = super::dockermachine::CONTROLLER;
 
-    fn docker(&self) -> std::result::Result<DockerMachine, UnsupportedBackend> {
-        Ok(self.clone())
+    fn docker(&self) -> std::result::Result<(DockerMachine, Backend), UnsupportedBackend> {
+        Ok((self.clone(), Backend::Docker))
     }
 }
 
@@ -131,17 +145,24 @@ impl ServedKind for DevMachine {
     const SERVED: Served = Served::Dev;
     const CONTROLLER: &'static str = super::dockermachine::DEV_CONTROLLER;
 
-    fn docker(&self) -> std::result::Result<DockerMachine, UnsupportedBackend> {
-        let backend = &self.spec.backend;
-        let spec = self
-            .spec
-            .docker()
-            .ok_or_else(|| backend_name(backend.docker.is_some(), backend.in_memory.is_some()))?;
-        Ok(DockerMachine {
+    fn docker(&self) -> std::result::Result<(DockerMachine, Backend), UnsupportedBackend> {
+        let (spec, backend) = match (self.spec.docker(), &self.spec.backend.in_memory) {
+            (Some(spec), _) => (spec, Backend::Docker),
+            (None, Some(in_memory)) => (
+                DockerMachineSpec {
+                    provider_id: self.spec.provider_id.clone(),
+                    ..Default::default()
+                },
+                Backend::InMemory(in_memory.clone()),
+            ),
+            (None, None) => return Err(UnsupportedBackend("none")),
+        };
+        let machine = DockerMachine {
             metadata: self.metadata.clone(),
             spec,
             status: self.status.as_ref().map(DockerMachineStatus::from),
-        })
+        };
+        Ok((machine, backend))
     }
 }
 
@@ -150,6 +171,7 @@ impl ServedKind for DevMachine {
 pub struct View<T> {
     inner: T,
     served: Served,
+    backend: Backend,
     reference: ObjectReference,
 }
 
@@ -174,12 +196,18 @@ impl<T: Resource<DynamicType = ()>> View<T> {
         Self {
             inner,
             served: Served::Docker,
+            backend: Backend::Docker,
             reference,
         }
     }
 }
 
 impl<T> View<T> {
+    /// The backend that serves the object.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
     fn namespace(&self) -> String {
         self.reference.namespace.clone().unwrap_or_default()
     }
@@ -238,18 +266,17 @@ impl ClusterView {
     }
 
     /// Applies `spec` fields that sit at the same place in both kinds (the control plane
-    /// endpoint) to the real object.
+    /// endpoint) to the real object; returns what the write returned.
     ///
     /// # Errors
     /// [`super::Error::Kube`] when the API server refuses.
-    pub async fn apply_spec(&self, ctx: &Context, spec: Value) -> Result<()> {
+    pub async fn apply_spec(&self, ctx: &Context, spec: Value) -> Result<Applied> {
         let (namespace, name) = (self.namespace(), self.name());
         let fields = Map::from_iter([("spec".to_string(), spec)]);
         match self.served {
-            Served::Docker => apply_fields::<DockerCluster>(ctx, &namespace, &name, fields).await?,
-            Served::Dev => apply_fields::<DevCluster>(ctx, &namespace, &name, fields).await?,
-        };
-        Ok(())
+            Served::Docker => apply_fields::<DockerCluster>(ctx, &namespace, &name, fields).await,
+            Served::Dev => apply_fields::<DevCluster>(ctx, &namespace, &name, fields).await,
+        }
     }
 }
 
@@ -267,12 +294,12 @@ impl MachineView {
                 apply_status_unless_gone(&ctx.api::<DockerMachine>(&namespace), &name, status).await
             }
             Served::Dev => {
-                apply_status_unless_gone(
-                    &ctx.api::<DevMachine>(&namespace),
-                    &name,
-                    &DevMachineStatus::from(status),
-                )
-                .await
+                let mut dev_status = DevMachineStatus::from(status);
+                if self.backend != Backend::Docker {
+                    dev_status.backend = None;
+                }
+                apply_status_unless_gone(&ctx.api::<DevMachine>(&namespace), &name, &dev_status)
+                    .await
             }
         }
     }
@@ -405,12 +432,18 @@ mod tests {
     }
 
     #[test]
-    fn an_in_memory_dev_object_has_no_view() {
+    fn an_in_memory_dev_object_is_viewed_with_the_in_memory_backend() {
         let object = dev_cluster(DevClusterBackendSpec {
             docker: None,
             in_memory: Some(InMemoryClusterBackendSpec {}),
         });
-        assert_eq!(object.view().err(), Some(UnsupportedBackend("inMemory")));
+        let view = object.view().expect("in-memory backend");
+        assert!(matches!(view.backend(), Backend::InMemory(_)));
+        assert_eq!(view.reference().kind.as_deref(), Some("DevCluster"));
+    }
+
+    #[test]
+    fn a_dev_object_naming_no_backend_has_no_view() {
         let machine = DevMachine::new(
             "m1",
             DevMachineSpec {

@@ -226,6 +226,10 @@ pub fn start(
         proxy: ProxyEnv::from_env(),
         load_balancer_locks: Default::default(),
         written: Default::default(),
+        in_memory: Arc::new(crate::inmemory::Clusters::new(
+            crate::inmemory::manager_host(),
+            crate::inmemory::PORTS,
+        )),
     });
     let (docker_triggers, dev_triggers, forward_triggers) = split_triggers(trigger_rx);
 

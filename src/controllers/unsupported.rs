@@ -1,5 +1,5 @@
-//! Dev* objects whose backend this provider does not implement (`inMemory`, or none at all when
-//! the defaulting webhook was bypassed): they get `Ready=False/BackendNotSupported` and a Warning
+//! Dev* objects whose backend this provider does not implement (none at all, when the defaulting
+//! webhook was bypassed; both `docker` and `inMemory` are served): they get `Ready=False/BackendNotSupported` and a Warning
 //! Event, and nothing else happens. No finalizer is added, so deletion is not held up; one left
 //! from an earlier docker backend is released when the object is deleted.
 
@@ -23,9 +23,10 @@ pub const BACKEND_NOT_SUPPORTED_REASON: &str = "BackendNotSupported";
 /// The message saying which backend is missing.
 pub fn message(backend: UnsupportedBackend) -> String {
     match backend.0 {
-        "none" => "spec.backend names no backend; set spec.backend.docker".to_string(),
+        "none" => "spec.backend names no backend; set spec.backend.docker or spec.backend.inMemory"
+            .to_string(),
         name => format!(
-            "The {name} backend is not supported by this provider yet; only spec.backend.docker is"
+            "The {name} backend is not supported by this provider; use spec.backend.docker or spec.backend.inMemory"
         ),
     }
 }
@@ -108,8 +109,8 @@ mod tests {
 
     #[test]
     fn messages_name_the_backend_and_the_way_out() {
-        let text = message(UnsupportedBackend("inMemory"));
-        assert!(text.contains("inMemory"), "{text}");
+        let text = message(UnsupportedBackend("other"));
+        assert!(text.contains("other"), "{text}");
         assert!(text.contains("spec.backend.docker"), "{text}");
         assert!(message(UnsupportedBackend("none")).contains("no backend"));
     }

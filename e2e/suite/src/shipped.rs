@@ -101,6 +101,8 @@ impl ShippedRun {
         for (name, value) in [
             ("POD_NAMESPACE", self.namespace.as_str()),
             ("POD_NAME", self.name.as_str()),
+            // The Deployment's `status.podIP`: the container shares the host's network.
+            ("POD_IP", "127.0.0.1"),
             ("DOCKER_HOST", ""),
             ("CAPD_DOCKER_NETWORK", self.network.as_str()),
             // The components' default: published ports stay on loopback.

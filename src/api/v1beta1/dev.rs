@@ -66,7 +66,7 @@ pub struct DevClusterBackendSpec {
     /// Docker containers: a network and an haproxy load balancer, as a DockerCluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker: Option<DockerClusterBackendSpec>,
-    /// In-memory fakes of CAPD's scale tests; not implemented by this provider.
+    /// In-memory fakes of CAPD's scale tests: a fake workload cluster served by the manager.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_memory: Option<InMemoryClusterBackendSpec>,
 }

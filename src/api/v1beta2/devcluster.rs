@@ -56,8 +56,9 @@ pub struct DevClusterBackendSpec {
     /// Docker containers: a network and an haproxy load balancer, as a DockerCluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker: Option<DockerClusterBackendSpec>,
-    /// In-memory fakes of CAPD's scale tests. Accepted by the API, not implemented by this
-    /// provider: such an object is reported not ready.
+    /// In-memory fakes of CAPD's scale tests: a fake workload cluster served by the manager,
+    /// whose control plane endpoint is the manager's address (`POD_IP`) and a port of
+    /// 20000-24000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_memory: Option<InMemoryClusterBackendSpec>,
 }

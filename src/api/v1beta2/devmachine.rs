@@ -84,8 +84,8 @@ pub struct DevMachineBackendSpec {
     /// A node container, as a DockerMachine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker: Option<DockerMachineBackendSpec>,
-    /// In-memory fakes of CAPD's scale tests. Accepted by the API, not implemented by this
-    /// provider: such an object is reported not ready.
+    /// In-memory fakes of CAPD's scale tests: a fake VM, Node, etcd member and API server in the
+    /// cluster's fake workload cluster, each coming up after its startup duration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_memory: Option<InMemoryMachineBackendSpec>,
 }
@@ -121,16 +121,18 @@ pub struct DockerMachineBackendSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InMemoryMachineBackendSpec {
-    /// The fake VM.
+    /// The fake VM (condition `VMProvisioned`; then `spec.providerID` is `in-memory://<name>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<InMemoryComponentSpec>,
-    /// The fake Node.
+    /// The fake Node (condition `NodeProvisioned`), timed from the VM's provisioning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<InMemoryComponentSpec>,
-    /// The fake API server.
+    /// The fake API server of a control plane (condition `APIServerProvisioned`), timed from
+    /// the Node's provisioning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_server: Option<InMemoryComponentSpec>,
-    /// The fake etcd member.
+    /// The fake etcd member of a control plane (condition `EtcdProvisioned`), timed from the
+    /// Node's provisioning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<InMemoryComponentSpec>,
 }
@@ -148,7 +150,7 @@ pub struct InMemoryComponentSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InMemoryProvisioningSettings {
-    /// How long provisioning takes, as a Go duration.
+    /// How long provisioning takes, as a Go duration (for example `10s`).
     pub startup_duration: String,
     /// Randomness added to the duration: up to this fraction of it (a float as a string).
     #[serde(default, skip_serializing_if = "String::is_empty")]

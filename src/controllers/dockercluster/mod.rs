@@ -1,11 +1,15 @@
 //! The DockerCluster controller: the network and the haproxy load balancer of a workload
 //! cluster, its control plane endpoint, failure domains and the InfraCluster contract status.
-//! It serves DockerClusters and docker-backend DevClusters alike, through their
-//! [`ClusterView`](super::kinds::ClusterView).
+//! It serves DockerClusters and DevClusters alike, through their
+//! [`ClusterView`](super::kinds::ClusterView); a DevCluster with the `inMemory` backend goes
+//! through the same gates and finalizer, then to [`inmemory`] instead of Docker.
 
 pub mod decide;
 mod infra;
+pub mod inmemory;
 
+#[cfg(test)]
+mod inmemory_tests;
 #[cfg(test)]
 mod tests;
 
@@ -20,7 +24,7 @@ use tracing::instrument;
 use self::decide::{Gate, LoadBalancerOutcome};
 use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone};
-use super::kinds::{ClusterView, Recorded, ServedKind};
+use super::kinds::{Backend, ClusterView, Recorded, ServedKind};
 use super::meta::{key, owner_cluster};
 use super::unsupported;
 use crate::api::DOCKER_CLUSTER_FINALIZER;
@@ -110,11 +114,25 @@ where
         |event| async move {
             match event {
                 Finalizer::Apply(_) => {
-                    reconcile_normal(ctx, docker_cluster, cluster_name, cluster).await?;
+                    match docker_cluster.backend() {
+                        Backend::Docker => {
+                            reconcile_normal(ctx, docker_cluster, cluster_name, cluster).await?;
+                        }
+                        Backend::InMemory(_) => {
+                            inmemory::reconcile_normal(ctx, docker_cluster, cluster_name).await?;
+                        }
+                    }
                     Ok(Action::requeue(sync_period))
                 }
                 Finalizer::Cleanup(_) => {
-                    reconcile_delete(ctx, docker_cluster, cluster_name).await?;
+                    match docker_cluster.backend() {
+                        Backend::Docker => {
+                            reconcile_delete(ctx, docker_cluster, cluster_name).await?;
+                        }
+                        Backend::InMemory(_) => {
+                            inmemory::reconcile_delete(ctx, docker_cluster, cluster_name).await?;
+                        }
+                    }
                     ctx.written.forget(&docker_cluster.reference());
                     Ok(Action::await_change())
                 }
@@ -207,7 +225,7 @@ async fn reconcile_delete(
 /// Writes the status when it differs from the object's or from the one last written
 /// ([`crate::controllers::written`]): a reconcile that changes nothing writes nothing. An object
 /// deleted meanwhile is not an error.
-async fn write_status(
+pub(super) async fn write_status(
     ctx: &Context,
     docker_cluster: &ClusterView,
     status: &DockerClusterStatus,

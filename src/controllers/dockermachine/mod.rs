@@ -1,13 +1,16 @@
 //! The DockerMachine controller: one node container per Machine, booted and bootstrapped by
 //! background tasks, registered in the load balancer, and reported through the InfraMachine
 //! contract (`spec.providerID`, `status.initialization.provisioned`, addresses, conditions).
-//! It serves DockerMachines and docker-backend DevMachines alike, through their
-//! [`MachineView`](super::kinds::MachineView).
+//! It serves DockerMachines and DevMachines alike, through their
+//! [`MachineView`](super::kinds::MachineView); a DevMachine with the `inMemory` backend goes
+//! through the same gates and finalizer, then to [`inmemory`] instead of the engine.
 
 pub mod bootstrap;
 pub mod container;
 pub mod decide;
 mod delete;
+pub mod inmemory;
+pub mod inmemory_stages;
 pub mod node;
 mod normal;
 pub mod restart;
@@ -16,6 +19,8 @@ pub mod steps;
 
 #[cfg(test)]
 mod bootstrap_tests;
+#[cfg(test)]
+mod inmemory_tests;
 #[cfg(test)]
 mod normal_tests;
 #[cfg(test)]
@@ -37,7 +42,7 @@ use tracing::instrument;
 use self::decide::{Gate, Owners};
 use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone};
-use super::kinds::{Applied, ClusterView, MachineView, Recorded, ServedKind};
+use super::kinds::{Applied, Backend, ClusterView, MachineView, Recorded, ServedKind};
 use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, key, owner_machine};
 use super::unsupported;
@@ -208,9 +213,19 @@ where
         object.clone(),
         |event| async move {
             match event {
-                Finalizer::Apply(_) => normal::reconcile(ctx, docker_machine, fetched).await,
+                Finalizer::Apply(_) => match docker_machine.backend() {
+                    Backend::Docker => normal::reconcile(ctx, docker_machine, fetched).await,
+                    Backend::InMemory(spec) => {
+                        inmemory::reconcile_normal(ctx, docker_machine, spec, fetched).await
+                    }
+                },
                 Finalizer::Cleanup(_) => {
-                    delete::reconcile(ctx, docker_machine, fetched).await?;
+                    match docker_machine.backend() {
+                        Backend::Docker => delete::reconcile(ctx, docker_machine, fetched).await?,
+                        Backend::InMemory(_) => {
+                            inmemory::reconcile_delete(ctx, docker_machine, fetched).await?;
+                        }
+                    }
                     ctx.written.forget(&docker_machine.reference());
                     Ok(Action::await_change())
                 }

@@ -1,7 +1,7 @@
 //! The Dev* kinds (issue 13): a DevCluster and DevMachines with the docker backend are served by
 //! the same reconcilers as DockerCluster and DockerMachines, so the quick start runs unchanged
-//! with them; a Dev* object with the inMemory backend is reported unsupported and nothing else
-//! happens.
+//! with them; a Dev* object with the inMemory backend gets a fake workload cluster served by the
+//! manager (issue 40), with no container.
 
 use std::time::Duration;
 
@@ -23,9 +23,13 @@ async fn dev_kinds_quick_start_then_deletion_leaves_nothing_behind() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_in_memory_backend_is_reported_unsupported_and_provisions_nothing() {
+async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_it() {
+    use capd_e2e::kubeadm::ClusterCertificates;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::{Api, ListParams};
+
     if !capd_e2e::installed::runs_with_stand_in(
-        "the_in_memory_backend_is_reported_unsupported_and_provisions_nothing",
+        "the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_it",
     ) {
         return;
     }
@@ -33,40 +37,159 @@ async fn the_in_memory_backend_is_reported_unsupported_and_provisions_nothing() 
     env.use_dev_kinds();
     let name = env.cluster_name();
     let cluster = env.create_cluster(&name, false).await;
-    env.create(
-        &infra("DevCluster"),
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-            "kind": "DevCluster",
-            "metadata": {
-                "name": name,
-                "labels": env.labels(&name),
-                "ownerReferences": [owner("Cluster", &cluster)]
-            },
-            "spec": {"backend": {"inMemory": {}}}
-        }),
+    let certificates = ClusterCertificates::generate();
+    env.create_cluster_certificates(&name, &certificates).await;
+    for (dev_cluster, annotations) in [
+        (name.clone(), json!({})),
+        // The same, paused: not written to, as the contract asks of a paused object.
+        (
+            format!("{name}-paused"),
+            json!({"cluster.x-k8s.io/paused": ""}),
+        ),
+    ] {
+        env.create(
+            &infra("DevCluster"),
+            json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": "DevCluster",
+                "metadata": {
+                    "name": dev_cluster,
+                    "labels": env.labels(&name),
+                    "annotations": annotations,
+                    "ownerReferences": [owner("Cluster", &cluster)]
+                },
+                "spec": {"backend": {"inMemory": {}}}
+            }),
+        )
+        .await;
+    }
+    let dev_cluster = eventually(
+        Duration::from_secs(60),
+        "the in-memory DevCluster to be provisioned",
+        || async {
+            let found = env.get(&infra("DevCluster"), &name).await?;
+            (found.data["status"]["initialization"]["provisioned"] == json!(true)).then_some(found)
+        },
     )
     .await;
-    // The same, paused: not written to, as the contract asks of a paused object.
-    env.create(
-        &infra("DevCluster"),
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-            "kind": "DevCluster",
-            "metadata": {
-                "name": format!("{name}-paused"),
-                "labels": env.labels(&name),
-                "annotations": {"cluster.x-k8s.io/paused": ""},
-                "ownerReferences": [owner("Cluster", &cluster)]
-            },
-            "spec": {"backend": {"inMemory": {}}}
-        }),
-    )
-    .await;
+    let endpoint = &dev_cluster.data["spec"]["controlPlaneEndpoint"];
+    let port = endpoint["port"].as_i64().unwrap();
+    assert!((20000..=24000).contains(&port), "{endpoint}");
+    assert_eq!(
+        endpoint["host"],
+        json!("127.0.0.1"),
+        "POD_IP is not set: loopback"
+    );
+    env.mark_infrastructure_provisioned(&name).await;
+
+    let spec = MachineSpec {
+        control_plane: true,
+        bootstrap_secret: Some("cp1-bootstrap".into()),
+        ..Default::default()
+    };
     let machine = env
+        .create(&capi("Machine"), env.machine(&name, "cp1", &spec))
+        .await;
+    env.create(
+        &infra("DevMachine"),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "DevMachine",
+            "metadata": {
+                "name": "cp1",
+                "labels": machine.metadata.labels,
+                "ownerReferences": [owner("Machine", &machine)]
+            },
+            "spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "1s"}}}}}
+        }),
+    )
+    .await;
+    let dev_machine = eventually(
+        Duration::from_secs(60),
+        "the in-memory DevMachine to be Ready",
+        || async {
+            let found = env.get(&infra("DevMachine"), "cp1").await?;
+            (condition_state(&found, "Ready") == Some(("True".into(), "Ready".into())))
+                .then_some(found)
+        },
+    )
+    .await;
+    assert_eq!(
+        dev_machine.data["spec"]["providerID"],
+        json!("in-memory://cp1")
+    );
+    assert_eq!(
+        dev_machine.data["status"]["initialization"]["provisioned"],
+        json!(true)
+    );
+    for type_ in [
+        "VMProvisioned",
+        "NodeProvisioned",
+        "EtcdProvisioned",
+        "APIServerProvisioned",
+    ] {
+        assert_eq!(
+            condition_state(&dev_machine, type_),
+            Some(("True".into(), "Provisioned".into())),
+            "{type_}"
+        );
+    }
+
+    // The workload cluster answers at the endpoint, with a certificate signed by the cluster CA.
+    // Core's kubeconfig Secret: the stand-in's cluster cache reaches the fake API server with it.
+    let kubeconfig = env
+        .create_admin_kubeconfig_secret(&name, &format!("127.0.0.1:{port}"), &certificates.ca)
+        .await;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let workload = kube::Client::try_from(config).unwrap();
+    let node = Api::<Node>::all(workload.clone()).get("cp1").await.unwrap();
+    assert_eq!(
+        node.spec.and_then(|s| s.provider_id).as_deref(),
+        Some("in-memory://cp1")
+    );
+    let etcd = Api::<Pod>::namespaced(workload.clone(), "kube-system")
+        .list(&ListParams::default().labels("component=etcd"))
+        .await
+        .unwrap();
+    assert_eq!(etcd.items.len(), 1, "one etcd member");
+
+    let paused = env
+        .get(&infra("DevCluster"), &format!("{name}-paused"))
+        .await
+        .unwrap();
+    assert_eq!(
+        condition_state(&paused, "Paused"),
+        Some(("True".into(), "Paused".into())),
+        "a paused DevCluster only says so"
+    );
+    assert_eq!(
+        paused.data["status"]["initialization"],
+        json!(null),
+        "not provisioned"
+    );
+    assert_eq!(
+        paused.data["spec"]["controlPlaneEndpoint"],
+        json!(null),
+        "no port reserved"
+    );
+    env.delete(&infra("DevCluster"), &format!("{name}-paused"))
+        .await;
+
+    // Deletion removes the machine from the fake cluster, then the cluster and its listener.
+    // Core finds the Node by the provider ID, through its cluster cache.
+    assert_eq!(
+        env.wait_node_ref("cp1", Duration::from_secs(30)).await,
+        "cp1"
+    );
+
+    // A worker waits for the control plane, then for its bootstrap data, then comes up.
+    let worker = env
         .create(
             &capi("Machine"),
-            env.machine(&name, "m1", &MachineSpec::default()),
+            env.machine(&name, "w1", &MachineSpec::default()),
         )
         .await;
     env.create(
@@ -75,71 +198,81 @@ async fn the_in_memory_backend_is_reported_unsupported_and_provisions_nothing() 
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
             "kind": "DevMachine",
             "metadata": {
-                "name": "m1",
-                "labels": machine.metadata.labels,
-                "ownerReferences": [owner("Machine", &machine)]
+                "name": "w1",
+                "labels": worker.metadata.labels,
+                "ownerReferences": [owner("Machine", &worker)]
             },
-            "spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "10s"}}}}}
+            "spec": {"backend": {"inMemory": {}}}
         }),
     )
     .await;
-
-    for (kind, object) in [("DevCluster", name.as_str()), ("DevMachine", "m1")] {
-        let found = eventually(
-            Duration::from_secs(60),
-            &format!("{kind} {object} to be reported unsupported"),
-            || async {
-                let found = env.get(&infra(kind), object).await?;
-                (condition_state(&found, "Ready")
-                    == Some(("False".into(), "BackendNotSupported".into())))
-                .then_some(found)
-            },
-        )
+    for (reason, next) in [
+        (
+            "WaitingForControlPlaneInitialized",
+            "mark the control plane initialized",
+        ),
+        (
+            "WaitingForBootstrapData",
+            "give the worker its bootstrap data",
+        ),
+    ] {
+        eventually(Duration::from_secs(30), &format!("w1 {reason}"), || async {
+            let found = env.get(&infra("DevMachine"), "w1").await?;
+            (condition_state(&found, "VMProvisioned") == Some(("False".into(), reason.into())))
+                .then_some(())
+        })
         .await;
-        let message = condition(&found, "Ready").unwrap()["message"].clone();
+        match next {
+            "mark the control plane initialized" => env.mark_control_plane_initialized(&name).await,
+            _ => {
+                env.merge_patch(
+                    &capi("Machine"),
+                    "w1",
+                    json!({"spec": {"bootstrap": {"dataSecretName": "w1-bootstrap"}}}),
+                )
+                .await;
+            }
+        }
+    }
+    assert_eq!(env.wait_node_ref("w1", Duration::from_secs(30)).await, "w1");
+    let worker_node = Api::<Node>::all(workload.clone()).get("w1").await.unwrap();
+    assert!(
+        !worker_node
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("node-role.kubernetes.io/control-plane"),
+        "a worker Node is not labelled control plane"
+    );
+
+    for machine in ["w1", "cp1"] {
+        env.delete(&infra("DevMachine"), machine).await;
+        env.wait_gone(&infra("DevMachine"), machine, Duration::from_secs(30))
+            .await;
+        let gone = Api::<Node>::all(workload.clone()).get_opt(machine).await;
         assert!(
-            message.as_str().unwrap().contains("inMemory"),
-            "the message names the backend: {message}"
+            matches!(gone, Ok(None) | Err(_)),
+            "the Node of {machine} is gone with it"
         );
-        assert_eq!(
-            found.metadata.finalizers, None,
-            "no finalizer on an unsupported {kind}"
-        );
-        assert_eq!(
-            found.data["status"]["initialization"],
-            json!(null),
-            "an unsupported {kind} is never provisioned"
-        );
-        env.wait_event(kind, object, ("Warning", "BackendNotSupported"), "inMemory")
-            .await;
     }
-    assert_eq!(
-        cluster_containers(&name),
-        Vec::<String>::new(),
-        "no container for an inMemory cluster"
-    );
-    // Both were there from the start; the unpaused one was written to long ago.
-    let paused = env
-        .get(&infra("DevCluster"), &format!("{name}-paused"))
-        .await
-        .unwrap();
-    assert_eq!(
-        paused.data["status"],
-        json!(null),
-        "a paused unsupported DevCluster is left alone"
-    );
-    env.delete(&infra("DevCluster"), &format!("{name}-paused"))
+    env.delete(&infra("DevCluster"), &name).await;
+    env.wait_gone(&infra("DevCluster"), &name, Duration::from_secs(30))
         .await;
-
-    // Deletion is not held up: nothing of ours is there to clean up.
-    for (kind, object) in [("DevMachine", "m1"), ("DevCluster", name.as_str())] {
-        env.delete(&infra(kind), object).await;
-        env.wait_gone(&infra(kind), object, Duration::from_secs(30))
-            .await;
-    }
-    env.delete(&capi("Machine"), "m1").await;
+    assert!(
+        Api::<Node>::all(workload)
+            .list(&ListParams::default())
+            .await
+            .is_err(),
+        "the fake API server is closed"
+    );
+    env.delete(&capi("Machine"), "w1").await;
+    env.delete(&capi("Machine"), "cp1").await;
     env.delete(&capi("Cluster"), &name).await;
     env.wait_gone(&capi("Cluster"), &name, Duration::from_secs(30))
         .await;
-    assert_eq!(cluster_containers(&name), Vec::<String>::new());
+    assert_eq!(
+        cluster_containers(&name),
+        Vec::<String>::new(),
+        "no container for an in-memory cluster"
+    );
 }

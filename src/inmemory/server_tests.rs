@@ -1,0 +1,157 @@
+//! The fake API server over TLS, as a kube client sees it: its certificate is signed by the
+//! cluster's CA (an RSA key in PKCS#1, as Cluster API makes them), discovery works, Nodes list
+//! and read, pods are watched, and conflicts come back as 409.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+use super::Clusters;
+use super::resources;
+
+const CA_CRT: &str = include_str!("testdata/ca.crt");
+const CA_KEY: &str = include_str!("testdata/ca.key");
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn client(port: u16) -> kube::Client {
+    let pem = CA_CRT
+        .split("-----BEGIN CERTIFICATE-----")
+        .nth(1)
+        .and_then(|rest| rest.split("-----END CERTIFICATE-----").next())
+        .unwrap();
+    use base64::Engine;
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(
+            pem.chars()
+                .filter(|c| !c.is_whitespace())
+                .collect::<String>(),
+        )
+        .unwrap();
+    let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
+    config.root_cert = Some(vec![der]);
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn a_kube_client_trusting_the_cluster_ca_lists_nodes_and_watches_pods() {
+    let port = free_port();
+    let clusters = Clusters::new("127.0.0.1".into(), port..=port);
+    let cluster = clusters.ensure("ns/c1", None).unwrap();
+    let nodes = resources::find("", "v1", "nodes").unwrap();
+    let pods = resources::find("", "v1", "pods").unwrap();
+    cluster
+        .store
+        .create(
+            nodes,
+            "",
+            super::objects::node("m1", true, "2026-01-01T00:00:00Z"),
+        )
+        .unwrap();
+    clusters
+        .start_api_server(&cluster, CA_CRT, CA_KEY)
+        .await
+        .unwrap();
+    assert!(cluster.listening());
+
+    let client = client(port);
+    let version = client.apiserver_version().await.unwrap();
+    assert_eq!(version.git_version, super::server::KUBERNETES_VERSION);
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await
+        .unwrap();
+    assert!(discovery.has_group("apps"));
+    assert!(discovery.has_group("rbac.authorization.k8s.io"));
+
+    let node_api: Api<Node> = Api::all(client.clone());
+    let listed = node_api
+        .list(&ListParams::default().labels("node-role.kubernetes.io/control-plane"))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let node = node_api.get("m1").await.unwrap();
+    assert_eq!(
+        node.spec.and_then(|s| s.provider_id).as_deref(),
+        Some("in-memory://m1")
+    );
+
+    // Cluster API core patches labels and taints on Nodes.
+    let patched = node_api
+        .patch(
+            "m1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"metadata": {"labels": {"x": "y"}},
+                                     "spec": {"taints": [{"key": "t", "effect": "NoSchedule"}]}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.labels.unwrap()["x"], "y");
+
+    // An update carrying an old resourceVersion is refused.
+    let mut stale = node_api.get("m1").await.unwrap();
+    stale.metadata.resource_version = Some("1".into());
+    let refused = node_api
+        .replace("m1", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, kube::Error::Api(ref s) if s.code == 409),
+        "{refused:?}"
+    );
+
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let version = pod_api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut events = pod_api
+        .watch(&WatchParams::default().labels("component=etcd"), &version)
+        .await
+        .unwrap()
+        .boxed();
+    cluster
+        .store
+        .create(
+            pods,
+            "kube-system",
+            super::objects::static_pod("kube-apiserver", "m1", json!({})),
+        )
+        .unwrap();
+    cluster
+        .store
+        .create(
+            pods,
+            "kube-system",
+            super::objects::static_pod("etcd", "m1", json!({})),
+        )
+        .unwrap();
+    let event = tokio::time::timeout(std::time::Duration::from_secs(5), events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    match event {
+        WatchEvent::Added(pod) => assert_eq!(pod.metadata.name.as_deref(), Some("etcd-m1")),
+        other => panic!("unexpected event {other:?}"),
+    }
+
+    // Dropping the cluster closes the server: the open watch ends, new requests fail.
+    clusters.remove("ns/c1");
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), events.try_next())
+        .await
+        .expect("the watch ends when the server closes");
+    assert!(matches!(ended, Ok(None) | Err(_)), "{ended:?}");
+    assert!(!cluster.listening());
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(5), node_api.get("m1"))
+        .await
+        .expect("an answer, not a hang");
+    assert!(refused.is_err(), "{refused:?}");
+}
