@@ -130,12 +130,18 @@ pub struct NodeImage {
     pub version: String,
     /// Whether the machines are real Kubernetes nodes (`CAPD_REAL_NODE_IMAGE`).
     pub real: bool,
+    /// The load balancer image as `(repository, tag)` every DockerCluster (and the class's
+    /// DockerClusterTemplate) gets: the test haproxy image (this machine has no registry to pull
+    /// kindest/haproxy from).
+    pub load_balancer: (String, String),
 }
 
 impl NodeImage {
     /// The real node image of `CAPD_REAL_NODE_IMAGE` with its version, else the test node image
     /// (whose machines never initialize a control plane under real core).
     pub fn from_environment() -> NodeImage {
+        let test_images = images();
+        let load_balancer = (test_images.haproxy_repository, test_images.haproxy_tag);
         match real_node_image_setting() {
             Some(image) => {
                 let version = node_image_version(&image)
@@ -145,13 +151,15 @@ impl NodeImage {
                     image,
                     version,
                     real: true,
+                    load_balancer,
                 }
             }
             None => NodeImage {
-                image: images().node,
+                image: test_images.node,
                 // Any version core and KCP accept: the test node image runs no Kubernetes.
                 version: "v1.30.0".into(),
                 real: false,
+                load_balancer,
             },
         }
     }
@@ -471,7 +479,8 @@ impl Drop for Installed {
 
 /// `templates/<file>` rendered as `clusterctl generate cluster` would, with `namespace`, the node
 /// image's Kubernetes version and `values`; every DockerMachineTemplate (the ClusterClass's too)
-/// gets the node image as `customImage`. The objects, in order.
+/// gets the node image as `customImage`, every DockerCluster and DockerClusterTemplate the load
+/// balancer image. The objects, in order.
 pub fn render_template(
     file: &str,
     namespace: &str,
@@ -501,8 +510,17 @@ pub fn render_template(
         if object.is_null() {
             continue;
         }
-        if object["kind"] == "DockerMachineTemplate" {
-            object["spec"]["template"]["spec"]["customImage"] = json!(node_image.image);
+        let (repository, tag) = &node_image.load_balancer;
+        let load_balancer = json!({"imageRepository": repository, "imageTag": tag});
+        match object["kind"].as_str() {
+            Some("DockerMachineTemplate") => {
+                object["spec"]["template"]["spec"]["customImage"] = json!(node_image.image);
+            }
+            Some("DockerCluster") => object["spec"]["loadBalancer"] = load_balancer,
+            Some("DockerClusterTemplate") => {
+                object["spec"]["template"]["spec"]["loadBalancer"] = load_balancer;
+            }
+            _ => {}
         }
         objects.push(object);
     }
@@ -527,6 +545,7 @@ mod tests {
             image: "capd-test/node:abc".into(),
             version: "v1.30.0".into(),
             real: false,
+            load_balancer: ("capd-test".into(), "abc".into()),
         }
     }
 
@@ -563,6 +582,14 @@ mod tests {
             templates
                 .iter()
                 .all(|t| t["spec"]["template"]["spec"]["customImage"] == "capd-test/node:abc")
+        );
+        let docker_cluster = objects
+            .iter()
+            .find(|o| o["kind"] == "DockerCluster")
+            .unwrap();
+        assert_eq!(
+            docker_cluster["spec"]["loadBalancer"],
+            json!({"imageRepository": "capd-test", "imageTag": "abc"})
         );
         let kcp = objects
             .iter()

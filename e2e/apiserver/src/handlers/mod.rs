@@ -194,16 +194,35 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         return Ok(injected);
     }
     let content_type = req.content_type.to_ascii_lowercase();
+    let protobuf = content_type.contains("application/vnd.kubernetes.protobuf");
     if matches!(verb, "create" | "update")
         && !content_type.is_empty()
         && !content_type.contains("json")
         && !content_type.contains("yaml")
+        && !protobuf
     {
         return Err(ApiError::unsupported_media_type(&req.content_type));
     }
-    let body = axum::body::to_bytes(body, 64 << 20)
+    let mut body = axum::body::to_bytes(body, 64 << 20)
         .await
         .map_err(|e| ApiError::bad_request(format!("read request body: {e}")))?;
+    if matches!(verb, "create" | "update") && protobuf {
+        // Built-in kinds in protobuf, as client-go sends them when asked to (crate::protobuf).
+        body = match crate::protobuf::to_json(&body) {
+            Ok(object) => bytes::Bytes::from(object.to_string()),
+            Err(crate::protobuf::ProtobufError::Malformed(why)) => {
+                return Err(ApiError::bad_request(format!(
+                    "the protobuf body could not be read: {why}"
+                )));
+            }
+            Err(crate::protobuf::ProtobufError::Unsupported(kind)) => {
+                return Err(ApiError::unsupported_media_type(&format!(
+                    "{} ({kind}: this test server reads protobuf only for v1/Secret and v1/ConfigMap)",
+                    req.content_type
+                )));
+            }
+        };
+    }
     let warning = req
         .def
         .version(&req.version)
