@@ -8,7 +8,7 @@
 //! message (`k8s.io/api/core/v1/generated.proto`).
 //!
 //! Simplification: only the kinds Cluster API writes to a management cluster are decoded, Secret
-//! and ConfigMap, with every field of their messages and of `ObjectMeta` a client sets (the
+//! and ConfigMap (and the DeleteOptions of a delete), with every field of their messages and of `ObjectMeta` a client sets (the
 //! server-owned ones, `selfLink`, `creationTimestamp`, `deletionTimestamp`, `managedFields`, are
 //! skipped as kube-apiserver would overwrite or refuse them). Any other kind gets the 415 it got
 //! before, naming the kind. Answers stay JSON: client-go asks for protobuf with JSON as its second
@@ -58,6 +58,7 @@ pub fn to_json(body: &[u8]) -> Result<Value, ProtobufError> {
     let mut object = match (api_version.as_str(), kind.as_str()) {
         ("v1", "Secret") => secret(raw)?,
         ("v1", "ConfigMap") => config_map(raw)?,
+        ("meta.k8s.io/v1" | "v1", "DeleteOptions") => delete_options(raw)?,
         _ => {
             return Err(ProtobufError::Unsupported(format!("{api_version}/{kind}")));
         }
@@ -279,6 +280,42 @@ fn config_map(bytes: &[u8]) -> Result<Map<String, Value>, ProtobufError> {
     Ok(object)
 }
 
+/// `DeleteOptions`: 1 gracePeriodSeconds, 2 preconditions {1 uid, 2 resourceVersion},
+/// 3 orphanDependents, 4 propagationPolicy, 5 dryRun.
+fn delete_options(bytes: &[u8]) -> Result<Map<String, Value>, ProtobufError> {
+    let mut object = Map::new();
+    for field in Fields::new(bytes) {
+        match field? {
+            (1, Wire::Varint(v)) => _ = object.insert("gracePeriodSeconds".into(), json!(v as i64)),
+            (2, Wire::Bytes(b)) => {
+                let mut preconditions = Map::new();
+                for inner in Fields::new(b) {
+                    match inner? {
+                        (1, Wire::Bytes(b)) => {
+                            _ = preconditions.insert("uid".into(), json!(text(b)?))
+                        }
+                        (2, Wire::Bytes(b)) => {
+                            _ = preconditions.insert("resourceVersion".into(), json!(text(b)?));
+                        }
+                        _ => {}
+                    }
+                }
+                object.insert("preconditions".into(), Value::Object(preconditions));
+            }
+            (3, Wire::Varint(v)) => _ = object.insert("orphanDependents".into(), json!(v != 0)),
+            (4, Wire::Bytes(b)) => _ = object.insert("propagationPolicy".into(), json!(text(b)?)),
+            (5, Wire::Bytes(b)) => {
+                let dry_run = object.entry("dryRun").or_insert_with(|| json!([]));
+                if let Value::Array(dry_run) = dry_run {
+                    dry_run.push(json!(text(b)?));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(object)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,6 +439,26 @@ mod tests {
                 "metadata": {"name": "kubeadm-config", "finalizers": ["f1"]},
                 "data": {"ClusterConfiguration": "apiServer: {}"},
                 "immutable": true
+            })
+        );
+    }
+
+    #[test]
+    fn the_delete_options_of_a_protobuf_delete_read_as_their_json() {
+        let mut preconditions = Vec::new();
+        bytes_field(1, b"u-1", &mut preconditions);
+        let mut options = Vec::new();
+        varint_field(1, 0, &mut options);
+        bytes_field(2, &preconditions, &mut options);
+        bytes_field(4, b"Background", &mut options);
+        assert_eq!(
+            to_json(&envelope("meta.k8s.io/v1", "DeleteOptions", &options)).unwrap(),
+            json!({
+                "apiVersion": "meta.k8s.io/v1",
+                "kind": "DeleteOptions",
+                "gracePeriodSeconds": 0,
+                "preconditions": {"uid": "u-1"},
+                "propagationPolicy": "Background"
             })
         );
     }

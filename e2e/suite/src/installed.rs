@@ -156,8 +156,10 @@ impl NodeImage {
             }
             None => NodeImage {
                 image: test_images.node,
-                // Any version core and KCP accept: the test node image runs no Kubernetes.
-                version: "v1.30.0".into(),
+                // Any version core and KCP accept (the test node image runs no Kubernetes),
+                // marked so that its kindest/node tag ([`Installed::tag_for_class`]) is never
+                // mistaken for a real kind image.
+                version: "v1.30.0-capdtest".into(),
                 real: false,
                 load_balancer,
             },
@@ -228,6 +230,25 @@ impl Installed {
     /// `templates/<file>` rendered for this scenario ([`render_template`]).
     pub fn render(&self, file: &str, values: &[(&str, &str)]) -> Vec<Value> {
         render_template(file, &self.namespace, &self.node_image, values)
+    }
+
+    /// Makes the node image answer to `kindest/node:<version>` in the engine, tagging it when that
+    /// name is free: the quick-start ClusterClass sets every machine's `customImage` to that name
+    /// (its `customImage` patch overrides the templates' own).
+    pub fn tag_for_class(&self) {
+        let name = format!("kindest/node:{}", self.node_image.version.replace('+', "_"));
+        if name == self.node_image.image || docker(&["image", "inspect", &name]).0 {
+            return;
+        }
+        assert!(
+            docker(&["tag", &self.node_image.image, &name]).0,
+            "docker tag {} {name}",
+            self.node_image.image
+        );
+        println!(
+            "tagged {} as {name}: the quick-start ClusterClass runs its machines on that name",
+            self.node_image.image
+        );
     }
 
     /// Applies `objects` (server-side, as a user's `kubectl apply --server-side` would).

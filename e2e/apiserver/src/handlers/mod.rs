@@ -206,7 +206,7 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
     let mut body = axum::body::to_bytes(body, 64 << 20)
         .await
         .map_err(|e| ApiError::bad_request(format!("read request body: {e}")))?;
-    if matches!(verb, "create" | "update") && protobuf {
+    if protobuf && !body.is_empty() {
         // Built-in kinds in protobuf, as client-go sends them when asked to (crate::protobuf).
         body = match crate::protobuf::to_json(&body) {
             Ok(object) => bytes::Bytes::from(object.to_string()),

@@ -80,6 +80,7 @@ async fn installed_clusterclass_quick_start() {
         return;
     }
     let env = Installed::connect("class").await;
+    env.tag_for_class();
     let name = unique("ic");
     env.apply(&env.render("clusterclass-quick-start.yaml", &[]))
         .await;
@@ -249,6 +250,7 @@ async fn installed_machine_pool() {
     if without_real_nodes(&env, test) {
         return;
     }
+    env.tag_for_class();
     let name = unique("imp");
     env.apply(&env.render("clusterclass-quick-start.yaml", &[]))
         .await;
