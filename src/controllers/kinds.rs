@@ -40,9 +40,10 @@ pub enum Served {
     Dev,
 }
 
-/// The name of a Dev* backend this provider does not implement (`none`: the spec names none).
+/// A Dev* object whose spec names no backend (the defaulting webhook was bypassed): there is
+/// nothing to provision it with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UnsupportedBackend(pub &'static str);
+pub struct UnsupportedBackend;
 
 /// What makes the infrastructure of a viewed object.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -119,7 +120,7 @@ impl ServedKind for DevCluster {
                 },
                 Backend::InMemory(InMemoryMachineBackendSpec::default()),
             ),
-            (None, None) => return Err(UnsupportedBackend("none")),
+            (None, None) => return Err(UnsupportedBackend),
         };
         let cluster = DockerCluster {
             metadata: self.metadata.clone(),
@@ -155,7 +156,7 @@ impl ServedKind for DevMachine {
                 },
                 Backend::InMemory(in_memory.clone()),
             ),
-            (None, None) => return Err(UnsupportedBackend("none")),
+            (None, None) => return Err(UnsupportedBackend),
         };
         let machine = DockerMachine {
             metadata: self.metadata.clone(),
@@ -451,7 +452,7 @@ mod tests {
                 backend: DevMachineBackendSpec::default(),
             },
         );
-        assert_eq!(machine.view().err(), Some(UnsupportedBackend("none")));
+        assert_eq!(machine.view().err(), Some(UnsupportedBackend));
     }
 
     #[test]

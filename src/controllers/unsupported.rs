@@ -1,6 +1,6 @@
-//! Dev* objects whose backend this provider does not implement (none at all, when the defaulting
-//! webhook was bypassed; both `docker` and `inMemory` are served): they get `Ready=False/BackendNotSupported` and a Warning
-//! Event, and nothing else happens. No finalizer is added, so deletion is not held up; one left
+//! Dev* objects that name no backend (the defaulting webhook was bypassed; both `docker` and
+//! `inMemory` are served): they get `Ready=False/BackendNotSupported` and a Warning Event, and
+//! nothing else happens. No finalizer is added, so deletion is not held up; one left
 //! from an earlier docker backend is released when the object is deleted.
 
 use std::sync::Arc;
@@ -20,16 +20,9 @@ use crate::api::conditions::{Condition, ConditionStatus, READY_CONDITION};
 /// Reason of the `Ready` condition of an object whose backend is not implemented.
 pub const BACKEND_NOT_SUPPORTED_REASON: &str = "BackendNotSupported";
 
-/// The message saying which backend is missing.
-pub fn message(backend: UnsupportedBackend) -> String {
-    match backend.0 {
-        "none" => "spec.backend names no backend; set spec.backend.docker or spec.backend.inMemory"
-            .to_string(),
-        name => format!(
-            "The {name} backend is not supported by this provider; use spec.backend.docker or spec.backend.inMemory"
-        ),
-    }
-}
+/// The message saying the backend is missing, and how to name one.
+pub const MESSAGE: &str =
+    "spec.backend names no backend; set spec.backend.docker or spec.backend.inMemory";
 
 /// Reports the object unsupported (once: the status and Event are written only when the
 /// condition changes), and releases our finalizer when it is being deleted.
@@ -40,7 +33,7 @@ pub async fn reconcile<K: ServedKind>(
     ctx: &Context,
     object: &K,
     finalizer_name: &str,
-    backend: UnsupportedBackend,
+    _: UnsupportedBackend,
 ) -> Result<Action> {
     let namespace = object.namespace().unwrap_or_default();
     if object.meta().deletion_timestamp.is_some() {
@@ -56,7 +49,7 @@ pub async fn reconcile<K: ServedKind>(
         }
         return Ok(Action::await_change());
     }
-    let message = message(backend);
+    let message = MESSAGE.to_string();
     let current = ready_condition(object);
     if current.as_ref().is_some_and(|c| {
         c.status == ConditionStatus::False
@@ -72,10 +65,7 @@ pub async fn reconcile<K: ServedKind>(
         message.clone(),
         object.meta().generation,
     );
-    tracing::warn!(
-        backend = backend.0,
-        "Backend not supported; nothing is provisioned"
-    );
+    tracing::warn!("No backend named; nothing is provisioned");
     if apply_status_unless_gone(
         &ctx.api::<K>(&namespace),
         &object.name_any(),
@@ -108,10 +98,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn messages_name_the_backend_and_the_way_out() {
-        let text = message(UnsupportedBackend("other"));
-        assert!(text.contains("other"), "{text}");
-        assert!(text.contains("spec.backend.docker"), "{text}");
-        assert!(message(UnsupportedBackend("none")).contains("no backend"));
+    fn the_message_names_the_way_out() {
+        assert!(MESSAGE.contains("no backend"), "{MESSAGE}");
+        assert!(MESSAGE.contains("spec.backend.docker"), "{MESSAGE}");
+        assert!(MESSAGE.contains("spec.backend.inMemory"), "{MESSAGE}");
     }
 }
