@@ -109,9 +109,19 @@ impl Watch {
         if initial_end {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
+        // A metadata-only watch gets its bookmarks as PartialObjectMetadata too, as every other
+        // event: client-go decodes them all into that one type.
+        let (kind, api_version) = if self.req.partial && self.req.table.is_none() {
+            (
+                "PartialObjectMetadata".to_string(),
+                "meta.k8s.io/v1".to_string(),
+            )
+        } else {
+            (self.req.def.kind.clone(), self.req.api_version())
+        };
         let object = json!({
-            "kind": self.req.def.kind,
-            "apiVersion": self.req.api_version(),
+            "kind": kind,
+            "apiVersion": api_version,
             "metadata": metadata,
         });
         send_line(tx, &json!({"type": "BOOKMARK", "object": object})).await

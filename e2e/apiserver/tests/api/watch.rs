@@ -214,6 +214,49 @@ async fn bookmarks_arrive_when_asked() {
 }
 
 #[tokio::test]
+async fn a_metadata_only_watch_gets_its_bookmarks_as_partial_object_metadata() {
+    let (_h, client) = start_with(Options {
+        bookmark_interval: Duration::from_millis(100),
+        ..Options::default()
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = cms.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let rv = created.metadata.resource_version.unwrap();
+    // What controller-runtime's metadata informers ask for (client-go decodes every event of such
+    // a watch, bookmarks included, as PartialObjectMetadata).
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=1"
+    ))
+    .header(
+        "accept",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let text = client.request_text(request).await.unwrap();
+    let bookmarks: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["type"] == "BOOKMARK")
+        .collect();
+    assert!(!bookmarks.is_empty(), "{text}");
+    for bookmark in bookmarks {
+        assert_eq!(
+            (
+                &bookmark["object"]["kind"],
+                &bookmark["object"]["apiVersion"]
+            ),
+            (
+                &serde_json::json!("PartialObjectMetadata"),
+                &serde_json::json!("meta.k8s.io/v1")
+            ),
+            "{bookmark}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn watcher_and_reflector_follow_changes() {
     let (_h, client) = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
