@@ -114,8 +114,12 @@ pub struct Measured {
     pub fds_baseline: usize,
     /// At the end of the rest window.
     pub fds_at_rest: usize,
-    /// Once everything was deleted.
+    /// 2 s after everything was deleted.
     pub fds_after_delete: usize,
+    /// At the end of the wait for them to come back to the baseline (at most 120 s).
+    pub fds_settled: usize,
+    /// Seconds that wait took.
+    pub fds_settled_after: f64,
     /// Seconds from the first delete to every DevMachine and DevCluster gone.
     pub deleted: f64,
     /// Listener ports of the fake clusters that still accepted connections after the deletion.
@@ -211,8 +215,8 @@ pub fn rows(m: &Measured, delays: &StageDelays, load: &str) -> Vec<Row> {
             &[m.fds_at_rest as f64],
         )
         .note(format!(
-            "before {}, at rest {}, after deletion {}",
-            m.fds_baseline, m.fds_at_rest, m.fds_after_delete
+            "before {}, at rest {}, after deletion {}, then {} after {:.0} s more",
+            m.fds_baseline, m.fds_at_rest, m.fds_after_delete, m.fds_settled, m.fds_settled_after
         )),
         Row::single("in-memory: deleted", "s", &[m.deleted]).note(format!(
             "DevMachines then DevClusters, until gone; listeners still open: {} of {}; RSS after {:.2} MiB",

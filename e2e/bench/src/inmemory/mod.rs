@@ -44,6 +44,8 @@ pub struct Settings {
 const VERSION: &str = "v1.31.0";
 const TIMEOUT: Duration = Duration::from_secs(1800);
 const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// How long the descriptors may take to come back to the baseline after the deletion.
+const FD_SETTLE: Duration = Duration::from_secs(120);
 /// How many clusters are created at once (each one's objects in order).
 const CREATE_CONCURRENCY: usize = 8;
 
@@ -549,6 +551,16 @@ async fn run_in(stack: &Stack, s: &Settings) -> Result<Measured> {
     let deleted = deleting.elapsed().as_secs_f64();
     let ports_still_open = open_ports(&provisioned.ports).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let fds_after_delete = procfs::open_fds(pid)?;
+    // The kube client keeps idle connections to the management API server for a while
+    // (hyper's pool: 90 s): wait for the descriptors to come back to the baseline.
+    let settling = Instant::now();
+    let mut fds_settled = fds_after_delete;
+    while fds_settled > fds_baseline && settling.elapsed() < FD_SETTLE {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        fds_settled = procfs::open_fds(pid)?;
+    }
+    let fds_settled_after = settling.elapsed().as_secs_f64();
     Ok(Measured {
         clusters: s.clusters,
         machines_per_cluster: s.machines_per_cluster,
@@ -570,7 +582,9 @@ async fn run_in(stack: &Stack, s: &Settings) -> Result<Measured> {
         writes_at_rest,
         fds_baseline,
         fds_at_rest,
-        fds_after_delete: procfs::open_fds(pid)?,
+        fds_after_delete,
+        fds_settled,
+        fds_settled_after,
         deleted,
         ports_still_open,
         rss_after_delete: procfs::status_mib(pid, "VmRSS")?,
