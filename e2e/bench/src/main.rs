@@ -175,7 +175,7 @@ impl Drop for Cleanup {
 
 /// The machine and the engine measured (`Docker 20.10.24`, `Podman 4.3.1`: each against its own
 /// floor), or what else ran (`in-memory backend`).
-fn machine_description(engine: &dyn std::fmt::Display) -> String {
+pub(crate) fn machine_description(engine: &dyn std::fmt::Display) -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let date = Command::new("date")
         .args(["-u", "+%Y-%m-%d"])
@@ -248,7 +248,7 @@ fn mean_calls(runs: &[LifecycleRun], n: usize) -> String {
 async fn main() -> Result<()> {
     let args = Args::parse();
     if args.in_memory {
-        return in_memory(&args).await;
+        return inmemory::cli::run(&args).await;
     }
     let repetitions = args
         .repetitions
@@ -545,7 +545,7 @@ async fn main() -> Result<()> {
     write_report(&report, &out_path(&args))
 }
 
-fn out_path(args: &Args) -> PathBuf {
+pub(crate) fn out_path(args: &Args) -> PathBuf {
     args.out.clone().unwrap_or_else(|| {
         PathBuf::from(if args.in_memory {
             "out/bench-inmemory.json"
@@ -555,59 +555,13 @@ fn out_path(args: &Args) -> PathBuf {
     })
 }
 
-fn write_report(report: &Report, out: &std::path::Path) -> Result<()> {
+pub(crate) fn write_report(report: &Report, out: &std::path::Path) -> Result<()> {
     if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent)?;
     }
     std::fs::write(out, report.json())?;
     eprintln!("wrote {}", out.display());
     Ok(())
-}
-
-/// The in-memory scale benchmark: one run of `--clusters` × `--machines-per-cluster`.
-async fn in_memory(args: &Args) -> Result<()> {
-    let seconds = |s: f64| Duration::try_from_secs_f64(s).context("a stage duration in seconds");
-    let delays = inmemory::figures::StageDelays {
-        vm: seconds(args.vm_seconds)?,
-        node: seconds(args.node_seconds)?,
-        etcd: seconds(args.etcd_seconds)?,
-        api_server: seconds(args.api_server_seconds)?,
-        jitter: args.jitter,
-    };
-    let settings = inmemory::Settings {
-        clusters: args.clusters,
-        machines_per_cluster: args.machines_per_cluster,
-        delays,
-        rest: Duration::from_secs(
-            args.rest_seconds
-                .unwrap_or(if args.quick { 20 } else { 60 }),
-        ),
-    };
-    let dir = tempfile::tempdir()?;
-    let manager = ManagerSettings {
-        binary: args.manager.clone(),
-        network: format!("b{:x}im", std::process::id() & 0xfff),
-        unprivileged: false,
-        count_file: dir.path().join("calls.json"),
-        log: args
-            .manager_log
-            .clone()
-            .unwrap_or_else(|| dir.path().join("manager.log")),
-    };
-    let load_before = load::load_averages()?;
-    eprintln!("in-memory: load average before {load_before}");
-    let measured = inmemory::run(manager, &settings).await?;
-    let load_after = load::load_averages()?;
-    let load = format!("{load_before} before, {load_after} after (1, 5, 15 min; a shared machine)");
-    let report = Report {
-        machine: machine_description(&"in-memory backend"),
-        repetitions: 1,
-        quick: args.quick,
-        rows: inmemory::figures::rows(&measured, &delays, &load),
-    };
-    println!("Machine: {}; load average {load}\n", report.machine);
-    println!("{}", report.table());
-    write_report(&report, &out_path(args))
 }
 
 #[cfg(test)]

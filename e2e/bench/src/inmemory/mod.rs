@@ -9,6 +9,7 @@
 //! memory per cluster and machine, its CPU, writes and file descriptors at rest, and the
 //! deletion (every listener closed, descriptors back down).
 
+pub mod cli;
 pub mod figures;
 
 use std::collections::{BTreeMap, BTreeSet};
