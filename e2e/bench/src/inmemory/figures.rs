@@ -1,6 +1,7 @@
 //! Pure parts of the in-memory scale run: the delays it configures, the floor they set (how long
 //! the run cannot beat), and the report rows of its figures.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
@@ -98,6 +99,8 @@ pub struct Measured {
     pub slowest_cluster: f64,
     /// The floor without jitter, seconds.
     pub nominal_floor: f64,
+    /// The manager's API writes from the first create to every DevMachine Ready.
+    pub writes_provisioning: u64,
     /// The manager's resident memory before anything was created, MiB.
     pub rss_baseline: f64,
     /// Its resident memory once everything was provisioned, MiB.
@@ -133,6 +136,19 @@ impl Measured {
     pub fn machines(&self) -> usize {
         self.clusters * self.machines_per_cluster
     }
+}
+
+/// The manager's writes among the API server's counts (`<verb> <resource>[/<subresource>]`):
+/// every write to DevMachines and DevClusters but their creation (the benchmark's), and Events.
+pub fn manager_writes(counts: &BTreeMap<String, u64>) -> u64 {
+    counts
+        .iter()
+        .filter(|(key, _)| {
+            let ours = key.contains(" devmachines.") || key.contains(" devclusters.");
+            (ours && !key.starts_with("create ")) || key.contains(" events.")
+        })
+        .map(|(_, count)| count)
+        .sum()
 }
 
 /// `seconds / floor`, not a number when there is no floor.
@@ -183,6 +199,15 @@ pub fn rows(m: &Measured, delays: &StageDelays, load: &str) -> Vec<Row> {
                 "goal at 1 000 machines: ≤ 1.2; the slowest cluster, timed from its own first create against its own floor: {:.2}×",
                 m.slowest_cluster
             )),
+        Row::single(
+            "in-memory: API writes / machine",
+            "writes",
+            &[m.writes_provisioning as f64 / m.machines().max(1) as f64],
+        )
+        .note(format!(
+            "the manager's, first create → every DevMachine Ready ({} in all, DevClusters' and Events included)",
+            m.writes_provisioning
+        )),
         Row::single("in-memory: Nodes seen", "s", &[m.nodes_seen]).note(format!(
             "{} of {} Nodes with their provider ID, listed through each fake API server once every DevMachine was Ready ({:.2}× the floor)",
             m.nodes,
@@ -305,5 +330,29 @@ mod tests {
         assert_eq!(figure("in-memory: RSS per machine"), Some(102.4));
         assert!(rows[0].note.contains("load average 0.50 0.40 0.30"));
         assert_eq!(kib_each(1.0, 0.0, 0), 0.0);
+    }
+
+    #[test]
+    fn the_benchmark_s_creates_are_not_the_manager_s_writes() {
+        let counts: BTreeMap<String, u64> = [
+            ("create devmachines.infrastructure.cluster.x-k8s.io", 100),
+            ("create devclusters.infrastructure.cluster.x-k8s.io", 10),
+            ("patch devmachines.infrastructure.cluster.x-k8s.io", 200),
+            (
+                "patch devmachines.infrastructure.cluster.x-k8s.io/status",
+                500,
+            ),
+            (
+                "patch devclusters.infrastructure.cluster.x-k8s.io/status",
+                20,
+            ),
+            ("create events.events.k8s.io", 30),
+            ("patch clusters.cluster.x-k8s.io/status", 20),
+            ("create secrets", 20),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(manager_writes(&counts), 750);
     }
 }

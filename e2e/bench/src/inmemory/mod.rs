@@ -488,6 +488,7 @@ async fn run_in(stack: &Stack, s: &Settings) -> Result<Measured> {
         "in-memory: creating {} clusters × {} machines",
         s.clusters, s.machines_per_cluster
     );
+    stack.mgmt.reset_write_counts();
     let started = Instant::now();
     let authorities = Authorities::default();
     // Core is played from the start: the first clusters progress while the last are made.
@@ -503,6 +504,12 @@ async fn run_in(stack: &Stack, s: &Settings) -> Result<Measured> {
     };
     let ((made, created), provisioned) =
         tokio::try_join!(creating, play_core(stack, &authorities, s, started))?;
+    let write_counts = stack.mgmt.write_counts();
+    eprintln!(
+        "in-memory: requests while provisioning: {:?}",
+        stack.mgmt.request_counts()
+    );
+    let writes_provisioning = figures::manager_writes(&write_counts);
     let nodes = count_nodes(&provisioned.kubeconfigs).await?;
     let nodes_seen = started.elapsed().as_secs_f64();
     let mut floor = Duration::ZERO;
@@ -567,6 +574,7 @@ async fn run_in(stack: &Stack, s: &Settings) -> Result<Measured> {
         machines_per_cluster: s.machines_per_cluster,
         created,
         provisioned: provisioned.seconds,
+        writes_provisioning,
         nodes_seen,
         nodes,
         floor: floor.as_secs_f64(),
