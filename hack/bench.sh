@@ -11,6 +11,10 @@
 #   --quick  one repetition, N = 1 and 10, a pool of 10, 20 machines for 20 s at rest, without
 #            waiting out ext4's inode window after deletions (under 10 minutes; its times are a
 #            smoke check, its calls and writes exact: see docs/src/benchmarks.md)
+#   --in-memory  the in-memory scale benchmark instead (docs/src/benchmarks.md, "In-memory scale"):
+#            no image is built, only the manager and the benchmark; e.g.
+#            hack/bench.sh --in-memory --clusters 100 --machines-per-cluster 10
+#            (figures to out/bench-inmemory.json)
 # Not part of hack/test.sh: the full run (N = 1, 10, 30, 100) takes about 45 minutes on 2 cores,
 # most of it waiting before each repetition for the load left by the one before to settle
 # (--settle 0 starts at once, and marks such repetitions busy), and on an ext4 without a journal
@@ -21,12 +25,28 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 image=capd-rs-manager:bench
 
+target=x86_64-unknown-linux-gnu
+in_memory=false
+for arg in "$@"; do
+  [[ $arg == --in-memory ]] && in_memory=true
+done
+
+if $in_memory; then
+  # The same static release manager the image holds, without the images.
+  echo "--- manager and benchmark binaries" >&2
+  RUSTFLAGS='-C target-feature=+crt-static' \
+    cargo build --release --locked --target "$target" -p capd-rs -p capd-bench --bin manager --bin capd-bench >&2
+  exec "target/$target/release/capd-bench" \
+    --manager "target/$target/release/manager" \
+    --out out/bench-inmemory.json \
+    "$@"
+fi
+
 echo "--- test images" >&2
 bash e2e/images/build.sh >&2
 echo "--- manager image $image" >&2
 bash hack/image-build.sh "$image" >&2
 echo "--- benchmark binary" >&2
-target=x86_64-unknown-linux-gnu
 RUSTFLAGS='-C target-feature=+crt-static' \
   cargo build --release --locked --target "$target" -p capd-bench >&2
 

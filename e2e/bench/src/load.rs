@@ -45,6 +45,16 @@ impl Sample {
     }
 }
 
+/// The 1, 5 and 15-minute load averages as `uptime` shows them (`1.57 2.14 2.65`).
+pub fn load_averages() -> Result<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").context("read /proc/loadavg")?;
+    Ok(text
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
 /// The 1-minute load average: the first field of `/proc/loadavg`.
 fn parse_loadavg(text: &str) -> Option<f64> {
     text.split_whitespace().next()?.parse().ok()

@@ -4,8 +4,12 @@
 //! and deletes the floor's and then the provider's, so their ratio is paired and meaningful on a
 //! noisy machine. Prints a Markdown table (median [min–max]) and writes the same figures as JSON.
 //! Run it through `hack/bench.sh`, which builds what it needs.
+//!
+//! With `--in-memory`, it runs the in-memory scale benchmark instead ([`inmemory`]): no Docker
+//! floor, C clusters of M DevMachines of the `inMemory` backend on one manager.
 
 mod floor;
+mod inmemory;
 mod load;
 mod procfs;
 mod provider;
@@ -78,9 +82,36 @@ struct Args {
     /// Where the managers' log goes, appended (default: a temporary file removed at the end).
     #[arg(long)]
     manager_log: Option<PathBuf>,
-    /// Where the JSON goes.
-    #[arg(long, default_value = "out/bench.json")]
-    out: PathBuf,
+    /// Where the JSON goes (default: out/bench.json, out/bench-inmemory.json with --in-memory).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Run the in-memory scale benchmark instead: DevClusters and DevMachines with
+    /// `spec.backend.inMemory`, no container (--clusters, --machines-per-cluster, the stage
+    /// delays, and --rest-seconds apply).
+    #[arg(long)]
+    in_memory: bool,
+    /// In-memory: clusters.
+    #[arg(long, default_value_t = 10)]
+    clusters: usize,
+    /// In-memory: machines per cluster (one control plane, the rest workers).
+    #[arg(long, default_value_t = 10)]
+    machines_per_cluster: usize,
+    /// In-memory: seconds of every DevMachine's VM stage (CAPD's templates: 10).
+    #[arg(long, default_value_t = 10.0)]
+    vm_seconds: f64,
+    /// In-memory: seconds of the Node stage (CAPD's templates: 2).
+    #[arg(long, default_value_t = 2.0)]
+    node_seconds: f64,
+    /// In-memory: seconds of a control plane's etcd stage (CAPD's templates: 2).
+    #[arg(long, default_value_t = 2.0)]
+    etcd_seconds: f64,
+    /// In-memory: seconds of a control plane's API server stage (CAPD's templates: 2).
+    #[arg(long, default_value_t = 2.0)]
+    api_server_seconds: f64,
+    /// In-memory: the share of its duration every stage may add at random (CAPD's templates:
+    /// 0.2).
+    #[arg(long, default_value_t = 0.2)]
+    jitter: f64,
 }
 
 /// Cloud-config of every machine: a file, then `kubeadm join` (the stand-in starts a TLS
@@ -143,8 +174,8 @@ impl Drop for Cleanup {
 }
 
 /// The machine and the engine measured (`Docker 20.10.24`, `Podman 4.3.1`: each against its own
-/// floor).
-fn machine_description(engine: &capd::docker::Engine) -> String {
+/// floor), or what else ran (`in-memory backend`).
+pub(crate) fn machine_description(engine: &dyn std::fmt::Display) -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let date = Command::new("date")
         .args(["-u", "+%Y-%m-%d"])
@@ -216,6 +247,9 @@ fn mean_calls(runs: &[LifecycleRun], n: usize) -> String {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    if args.in_memory {
+        return inmemory::cli::run(&args).await;
+    }
     let repetitions = args
         .repetitions
         .unwrap_or(if args.quick { 1 } else { 3 })
@@ -508,11 +542,25 @@ async fn main() -> Result<()> {
         if args.quick { ", --quick" } else { "" }
     );
     println!("{}", report.table());
-    if let Some(parent) = args.out.parent() {
+    write_report(&report, &out_path(&args))
+}
+
+pub(crate) fn out_path(args: &Args) -> PathBuf {
+    args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(if args.in_memory {
+            "out/bench-inmemory.json"
+        } else {
+            "out/bench.json"
+        })
+    })
+}
+
+pub(crate) fn write_report(report: &Report, out: &std::path::Path) -> Result<()> {
+    if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    std::fs::write(&args.out, report.json())?;
-    eprintln!("wrote {}", args.out.display());
+    std::fs::write(out, report.json())?;
+    eprintln!("wrote {}", out.display());
     Ok(())
 }
 

@@ -1,4 +1,5 @@
-//! The manager's footprint, read from `/proc/<pid>`: resident memory and CPU time.
+//! The manager's footprint, read from `/proc/<pid>`: resident memory, CPU time and open file
+//! descriptors.
 
 use anyhow::{Context, Result, anyhow};
 
@@ -41,6 +42,13 @@ pub fn cpu_seconds(pid: u32) -> Result<f64> {
     Ok(ticks / ticks_per_second())
 }
 
+/// Open file descriptors of the process (entries of `/proc/<pid>/fd`).
+pub fn open_fds(pid: u32) -> Result<usize> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .with_context(|| format!("read /proc/{pid}/fd"))?
+        .count())
+}
+
 /// utime + stime (fields 14 and 15); the command name in parentheses may hold spaces.
 fn parse_stat_ticks(text: &str) -> Option<f64> {
     let rest = &text[text.rfind(')')? + 1..];
@@ -71,5 +79,9 @@ mod tests {
         let pid = std::process::id();
         assert!(status_mib(pid, "VmHWM").unwrap() > 0.0);
         assert!(cpu_seconds(pid).unwrap() >= 0.0);
+        let before = open_fds(pid).unwrap();
+        let file = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(open_fds(pid).unwrap() > before);
+        drop(file);
     }
 }

@@ -322,7 +322,8 @@ impl Stack {
         Api::namespaced_with(self.client.clone(), NAMESPACE, resource)
     }
 
-    async fn create(&self, resource: &ApiResource, object: Value) -> Result<DynamicObject> {
+    /// Creates `object` of `resource` in the namespace.
+    pub async fn create(&self, resource: &ApiResource, object: Value) -> Result<DynamicObject> {
         let object: DynamicObject = serde_json::from_value(object)?;
         Ok(self
             .api(resource)

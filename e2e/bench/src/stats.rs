@@ -152,6 +152,7 @@ pub struct Report {
 fn decimals(unit: &str) -> usize {
     match unit {
         "s" | "x" | "MiB" | "cpu-s" | "load" => 2,
+        "cpu-s/s" => 4,
         _ => 1,
     }
 }
