@@ -176,7 +176,6 @@ pub struct Installed {
     pub namespace: String,
     /// The machines' node image.
     pub node_image: NodeImage,
-    kubeconfig: PathBuf,
 }
 
 impl Installed {
@@ -218,13 +217,7 @@ impl Installed {
             client,
             namespace,
             node_image: NodeImage::from_environment(),
-            kubeconfig,
         }
-    }
-
-    /// The kubeconfig of the management cluster.
-    pub fn kubeconfig(&self) -> &PathBuf {
-        &self.kubeconfig
     }
 
     /// `templates/<file>` rendered for this scenario ([`render_template`]).
