@@ -110,9 +110,8 @@ else
 fi
 echo "--- built in $(( $(date +%s) - started ))s"
 
-if [ "$sandbox" = false ]; then
-  echo "--- applying the CRDs from config/crd/bases"
-  kubectl --kubeconfig "$kubeconfig" apply --server-side --force-conflicts -f config/crd/bases
+# The manager's command line against $kubeconfig (the user's cluster, or the sandbox's).
+manager_command() {
   manager=(
     "$bin_dir/manager"
     --kubeconfig "$kubeconfig"
@@ -123,6 +122,12 @@ if [ "$sandbox" = false ]; then
     --webhook-cert-dir "$PWD/out/webhook-certs"
     "${manager_args[@]}"
   )
+}
+
+if [ "$sandbox" = false ]; then
+  echo "--- applying the CRDs from config/crd/bases"
+  kubectl --kubeconfig "$kubeconfig" apply --server-side --force-conflicts -f config/crd/bases
+  manager_command
   if [ "$capi_demo" = false ]; then
     echo "--- starting the manager (Ctrl-C stops it)"
     exec "${manager[@]}"
@@ -233,16 +238,7 @@ echo "--- applying the CRDs from config/crd/bases and the Cluster API stand-in C
 kubectl --kubeconfig "$kubeconfig" apply --server-side --force-conflicts -f config/crd/bases >/dev/null
 kubectl --kubeconfig "$kubeconfig" apply --server-side -f hack/sandbox/cluster-api-stand-in-crds.yaml >/dev/null
 
-manager=(
-  "$bin_dir/manager"
-  --kubeconfig "$kubeconfig"
-  --leader-elect=false
-  --health-addr 127.0.0.1:9440
-  --diagnostics-address 127.0.0.1:8443
-  --insecure-diagnostics
-  --webhook-cert-dir "$PWD/out/webhook-certs"
-  "${manager_args[@]}"
-)
+manager_command
 if [ "$demo" = false ]; then
   echo "--- starting the manager (Ctrl-C stops it and the sandbox)"
   trap - INT TERM

@@ -174,26 +174,35 @@ fn entry(bytes: &[u8]) -> Result<(String, &[u8]), ProtobufError> {
     Ok((key, value))
 }
 
+/// Adds a map entry to the object `map[name]`, its value read by `value`.
+fn map_insert(
+    map: &mut Map<String, Value>,
+    name: &str,
+    bytes: &[u8],
+    value: fn(&[u8]) -> Result<Value, ProtobufError>,
+) -> Result<(), ProtobufError> {
+    let (key, raw) = entry(bytes)?;
+    let target = map.entry(name).or_insert_with(|| json!({}));
+    target[key] = value(raw)?;
+    Ok(())
+}
+
+/// A `map<string, string>` entry.
 fn string_map_insert(
     map: &mut Map<String, Value>,
     name: &str,
     bytes: &[u8],
 ) -> Result<(), ProtobufError> {
-    let (key, value) = entry(bytes)?;
-    let target = map.entry(name).or_insert_with(|| json!({}));
-    target[key] = json!(text(value)?);
-    Ok(())
+    map_insert(map, name, bytes, |raw| text(raw).map(Value::String))
 }
 
+/// A `map<string, bytes>` entry (base64 in JSON).
 fn bytes_map_insert(
     map: &mut Map<String, Value>,
     name: &str,
     bytes: &[u8],
 ) -> Result<(), ProtobufError> {
-    let (key, value) = entry(bytes)?;
-    let target = map.entry(name).or_insert_with(|| json!({}));
-    target[key] = base64(value);
-    Ok(())
+    map_insert(map, name, bytes, |raw| Ok(base64(raw)))
 }
 
 /// `ObjectMeta` (`k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto`).

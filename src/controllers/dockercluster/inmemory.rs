@@ -12,8 +12,8 @@ use crate::api::conditions::{
 use crate::api::v1beta2::{APIEndpoint, DockerCluster, DockerClusterStatus};
 use crate::controllers::conditions::{condition, paused_condition};
 use crate::controllers::context::{Context, EventKind};
-use crate::controllers::dockermachine::inmemory::cluster_key;
-use crate::controllers::error::{Error, Result};
+use crate::controllers::dockermachine::inmemory::{cluster_key, reserve};
+use crate::controllers::error::Result;
 use crate::controllers::kinds::ClusterView;
 
 /// The endpoint of a fake cluster listening on `port` at `host`.
@@ -63,20 +63,12 @@ pub fn deleting_status(cluster: &DockerCluster) -> DockerClusterStatus {
 /// Makes (or finds) the fake cluster, sets the endpoint and the status.
 ///
 /// # Errors
-/// [`Error::InMemory`] when no port is free, [`Error::Kube`] when a write is refused.
+/// [`Error::InMemory`](crate::controllers::error::Error::InMemory) when no port is free, [`Error::Kube`](crate::controllers::error::Error::Kube) when a write is refused.
 pub async fn reconcile_normal(ctx: &Context, view: &ClusterView, cluster_name: &str) -> Result<()> {
     let namespace = view.metadata.namespace.clone().unwrap_or_default();
     let key = cluster_key(&namespace, cluster_name);
     let current = &view.spec.control_plane_endpoint;
-    let port = u16::try_from(current.port).ok().filter(|p| *p > 0);
-    let fake = ctx
-        .in_memory
-        .ensure(&key, port)
-        .map_err(|source| Error::InMemory {
-            action: "reserve a listener".into(),
-            cluster: key.clone(),
-            source,
-        })?;
+    let fake = reserve(ctx, &key, current.port)?;
     let wanted = endpoint(&ctx.in_memory.host, fake.port);
     let mut generation = view.metadata.generation;
     if *current != wanted {
@@ -103,7 +95,7 @@ pub async fn reconcile_normal(ctx: &Context, view: &ClusterView, cluster_name: &
 /// Drops the fake cluster (its listener closes, its port is free again).
 ///
 /// # Errors
-/// [`Error::Kube`] when the status write is refused.
+/// [`Error::Kube`](crate::controllers::error::Error::Kube) when the status write is refused.
 pub async fn reconcile_delete(ctx: &Context, view: &ClusterView, cluster_name: &str) -> Result<()> {
     super::write_status(ctx, view, &deleting_status(view)).await?;
     let namespace = view.metadata.namespace.clone().unwrap_or_default();

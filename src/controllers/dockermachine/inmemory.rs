@@ -3,6 +3,7 @@
 //! server come up in stages ([`super::inmemory_stages`]) in its cluster's fake workload cluster
 //! ([`crate::inmemory`]). No pass blocks: a stage not yet due requeues for the time left.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -30,6 +31,22 @@ use crate::inmemory::{StoreError, WorkloadCluster};
 /// Key of a fake workload cluster: `<namespace>/<Cluster name>` (CAPD's resource group).
 pub fn cluster_key(namespace: &str, cluster: &str) -> String {
     format!("{namespace}/{cluster}")
+}
+
+/// The fake workload cluster of `key` (made when missing), on `port` when the endpoint already
+/// names one (`0`: none yet).
+///
+/// # Errors
+/// [`Error::InMemory`] when no port is free.
+pub fn reserve(ctx: &Context, key: &str, port: i32) -> Result<Arc<WorkloadCluster>> {
+    let port = u16::try_from(port).ok().filter(|p| *p > 0);
+    ctx.in_memory
+        .ensure(key, port)
+        .map_err(|source| Error::InMemory {
+            action: "reserve a listener".into(),
+            cluster: key.to_string(),
+            source,
+        })
 }
 
 /// The wait before any stage, as the docker backend words it (`VMProvisioned` instead of
@@ -276,17 +293,7 @@ pub async fn reconcile_normal(
 
     let namespace = view.metadata.namespace.clone().unwrap_or_default();
     let key = cluster_key(&namespace, cluster_name);
-    let port = u16::try_from(infra.spec.control_plane_endpoint.port)
-        .ok()
-        .filter(|p| *p > 0);
-    let fake = ctx
-        .in_memory
-        .ensure(&key, port)
-        .map_err(|source| Error::InMemory {
-            action: "reserve a listener".into(),
-            cluster: key.clone(),
-            source,
-        })?;
+    let fake = reserve(ctx, &key, infra.spec.control_plane_endpoint.port)?;
     let name = view.metadata.name.clone().unwrap_or_default();
     if plan.node {
         ensure(

@@ -34,6 +34,18 @@ fn without_real_nodes(env: &Installed, test: &str) -> bool {
     true
 }
 
+/// A cluster of one control plane and one worker comes up (as far as the node image lets it:
+/// [`without_real_nodes`]), then `kubectl delete cluster` leaves nothing.
+async fn comes_up_and_goes(env: &Installed, name: &str, test: &str) {
+    env.wait_infrastructure(name, INFRASTRUCTURE).await;
+    env.wait_machines(name, true, 1, MACHINES).await;
+    if !without_real_nodes(env, test) {
+        env.wait_machines(name, false, 1, MACHINES).await;
+        env.wait_available(name, 2, AVAILABLE).await;
+    }
+    env.delete_cluster(name, DELETION).await;
+}
+
 /// `cluster-template.yaml` with `control_planes` and `workers`.
 fn plain_cluster(
     env: &Installed,
@@ -62,13 +74,7 @@ async fn installed_quick_start() {
     let env = Installed::connect("quick").await;
     let name = unique("iq");
     env.apply(&plain_cluster(&env, &name, 1, 1)).await;
-    env.wait_infrastructure(&name, INFRASTRUCTURE).await;
-    env.wait_machines(&name, true, 1, MACHINES).await;
-    if !without_real_nodes(&env, test) {
-        env.wait_machines(&name, false, 1, MACHINES).await;
-        env.wait_available(&name, 2, AVAILABLE).await;
-    }
-    env.delete_cluster(&name, DELETION).await;
+    comes_up_and_goes(&env, &name, test).await;
 }
 
 /// The ClusterClass quick start: the class, then a Cluster of its topology (one control plane,
@@ -102,13 +108,7 @@ async fn installed_clusterclass_quick_start() {
         ],
     ))
     .await;
-    env.wait_infrastructure(&name, INFRASTRUCTURE).await;
-    env.wait_machines(&name, true, 1, MACHINES).await;
-    if !without_real_nodes(&env, test) {
-        env.wait_machines(&name, false, 1, MACHINES).await;
-        env.wait_available(&name, 2, AVAILABLE).await;
-    }
-    env.delete_cluster(&name, DELETION).await;
+    comes_up_and_goes(&env, &name, test).await;
 }
 
 /// `Cluster.spec.paused` stops our controllers (their `Paused` condition says so) until it is
@@ -184,13 +184,7 @@ async fn installed_manager_killed_mid_provisioning() {
             .await
             .unwrap_or_else(|e| panic!("delete Pod {pod_name}: {e}"));
     }
-    env.wait_infrastructure(&name, INFRASTRUCTURE).await;
-    env.wait_machines(&name, true, 1, MACHINES).await;
-    if !without_real_nodes(&env, test) {
-        env.wait_machines(&name, false, 1, MACHINES).await;
-        env.wait_available(&name, 2, AVAILABLE).await;
-    }
-    env.delete_cluster(&name, DELETION).await;
+    comes_up_and_goes(&env, &name, test).await;
 }
 
 /// KCP scaled 1 → 3 → 1 and the MachineDeployment 1 → 2 → 1, with real nodes.
