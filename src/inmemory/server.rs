@@ -1,6 +1,7 @@
 //! The HTTP side of a fake workload cluster's API server: `GET /`, `/version`, discovery, and
 //! get, list, watch, create, update, patch and delete of the [`RESOURCES`](super::resources)
-//! it serves, JSON only.
+//! it serves. Request bodies are JSON, or protobuf for the built-in kinds Cluster API writes that
+//! way (the `kubeproto` crate); answers are JSON.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -155,10 +156,37 @@ fn filter(target: &Target, query: &HashMap<String, String>) -> Result<Filter, St
     })
 }
 
-fn parse_body(body: &[u8]) -> Result<Value, StoreError> {
+/// The media type of a request's body, without its parameters.
+fn content_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map_or("", str::trim)
+}
+
+/// A create or update body: JSON, or protobuf as controller-runtime sends built-in kinds (CABPK's
+/// bootstrap token Secrets, KCP's `kubeadm-config` ConfigMap).
+fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, StoreError> {
+    if content_type(headers) == PROTOBUF {
+        return kubeproto::to_json(body).map_err(|e| match e {
+            kubeproto::ProtobufError::Malformed(why) => {
+                StoreError::Invalid(format!("the protobuf body could not be read: {why}"))
+            }
+            kubeproto::ProtobufError::Unsupported(kind) => StoreError::UnsupportedMediaType(
+                format!("{PROTOBUF} is read for v1 Secret and ConfigMap only, not {kind}"),
+            ),
+        });
+    }
+    parse_json(body)
+}
+
+fn parse_json(body: &[u8]) -> Result<Value, StoreError> {
     serde_json::from_slice(body)
         .map_err(|e| StoreError::Invalid(format!("the request body is not JSON: {e}")))
 }
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 fn serve(
     store: &Store,
@@ -190,20 +218,19 @@ fn serve(
             }))
         }
         ("POST", None) => {
-            let object = store.create(resource, namespace, parse_body(body)?)?;
+            let object = store.create(resource, namespace, parse_body(headers, body)?)?;
             Ok(Served::Object(StatusCode::CREATED, object))
         }
-        ("PUT", Some(name)) => ok(store.update(resource, namespace, name, parse_body(body)?)?),
+        ("PUT", Some(name)) => {
+            ok(store.update(resource, namespace, name, parse_body(headers, body)?)?)
+        }
         ("PATCH", Some(name)) => {
-            let content_type = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let how: fn(&mut Value, &Value) = match content_type.split(';').next().map(str::trim) {
-                Some("application/merge-patch+json") => patch::merge,
+            let content_type = content_type(headers);
+            let how: fn(&mut Value, &Value) = match content_type {
+                "application/merge-patch+json" => patch::merge,
                 // Server-side apply is taken as a merge patch: no field ownership is kept.
-                Some("application/apply-patch+yaml" | "application/apply-patch+json") => {
-                    let body = parse_body(body)?;
+                "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                    let body = parse_json(body)?;
                     return match store.get(resource, namespace, name) {
                         Err(StoreError::NotFound(_)) => {
                             let mut object = body;
@@ -213,14 +240,14 @@ fn serve(
                         _ => ok(store.patch(resource, namespace, name, &body, patch::merge)?),
                     };
                 }
-                Some("application/strategic-merge-patch+json") => patch::strategic,
+                "application/strategic-merge-patch+json" => patch::strategic,
                 _ => {
                     return Err(StoreError::Invalid(format!(
                         "unsupported patch type {content_type:?}"
                     )));
                 }
             };
-            ok(store.patch(resource, namespace, name, &parse_body(body)?, how)?)
+            ok(store.patch(resource, namespace, name, &parse_json(body)?, how)?)
         }
         ("DELETE", Some(name)) => ok(store.delete(resource, namespace, name)?),
         _ => Err(StoreError::Invalid(format!(

@@ -31,6 +31,9 @@ pub enum StoreError {
     /// The request cannot be understood (400).
     #[error("{0}")]
     Invalid(String),
+    /// The request body is in a format this server does not read (415).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
 }
 
 impl StoreError {
@@ -40,6 +43,7 @@ impl StoreError {
             Self::NotFound(_) => 404,
             Self::AlreadyExists(_) | Self::Conflict(_) => 409,
             Self::Invalid(_) => 400,
+            Self::UnsupportedMediaType(_) => 415,
         }
     }
 
@@ -50,6 +54,7 @@ impl StoreError {
             Self::AlreadyExists(_) => "AlreadyExists",
             Self::Conflict(_) => "Conflict",
             Self::Invalid(_) => "BadRequest",
+            Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
         }
     }
 

@@ -18,7 +18,6 @@ pub mod kubeconfig;
 pub mod meta;
 mod openapi;
 pub mod patch;
-pub mod protobuf;
 pub mod resources;
 pub mod schema;
 pub mod selectors;

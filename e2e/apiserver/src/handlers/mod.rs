@@ -207,15 +207,15 @@ async fn route(shared: &Arc<Shared>, request: Request) -> ApiResult<Response> {
         .await
         .map_err(|e| ApiError::bad_request(format!("read request body: {e}")))?;
     if protobuf && !body.is_empty() {
-        // Built-in kinds in protobuf, as client-go sends them when asked to (crate::protobuf).
-        body = match crate::protobuf::to_json(&body) {
+        // Built-in kinds in protobuf, as client-go sends them when asked to (the kubeproto crate).
+        body = match kubeproto::to_json(&body) {
             Ok(object) => bytes::Bytes::from(object.to_string()),
-            Err(crate::protobuf::ProtobufError::Malformed(why)) => {
+            Err(kubeproto::ProtobufError::Malformed(why)) => {
                 return Err(ApiError::bad_request(format!(
                     "the protobuf body could not be read: {why}"
                 )));
             }
-            Err(crate::protobuf::ProtobufError::Unsupported(kind)) => {
+            Err(kubeproto::ProtobufError::Unsupported(kind)) => {
                 return Err(ApiError::unsupported_media_type(&format!(
                     "{} ({kind}: this test server reads protobuf only for v1/Secret and v1/ConfigMap)",
                     req.content_type

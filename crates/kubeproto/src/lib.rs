@@ -1,18 +1,23 @@
-//! Protobuf request bodies of built-in kinds, turned into the JSON the rest of the server reads.
+//! Protobuf request bodies of built-in kinds, turned into the JSON objects they encode.
 //!
 //! client-go sends `application/vnd.kubernetes.protobuf` when a client is configured for it, as
-//! Cluster API's KCP and CABPK are for built-in kinds (they create Secrets that way). kube-apiserver
-//! reads such a body as the 4-byte magic `k8s\0` followed by a `runtime.Unknown`
+//! controller-runtime's clients are for built-in kinds: Cluster API's KCP and CABPK create and
+//! update Secrets and ConfigMaps that way, in the management cluster and in workload clusters,
+//! and core deletes a workload Node with protobuf DeleteOptions. kube-apiserver reads such a body
+//! as the 4-byte magic `k8s\0` followed by a `runtime.Unknown`
 //! (`k8s.io/apimachinery/pkg/runtime/generated.proto`: 1 `typeMeta` {1 `apiVersion`, 2 `kind`},
 //! 2 `raw`, 3 `contentEncoding`, 4 `contentType`) whose `raw` is the object in the kind's own
 //! message (`k8s.io/api/core/v1/generated.proto`).
 //!
-//! Simplification: only the kinds Cluster API writes to a management cluster are decoded, Secret
-//! and ConfigMap (and the DeleteOptions of a delete), with every field of their messages and of `ObjectMeta` a client sets (the
-//! server-owned ones, `selfLink`, `creationTimestamp`, `deletionTimestamp`, `managedFields`, are
-//! skipped as kube-apiserver would overwrite or refuse them). Any other kind gets the 415 it got
-//! before, naming the kind. Answers stay JSON: client-go asks for protobuf with JSON as its second
-//! choice.
+//! Two servers read it: the test API server (`e2e/apiserver`) and the in-memory backend's fake
+//! workload API servers (`src/inmemory/server.rs`).
+//!
+//! Simplification: only the kinds Cluster API writes that way are decoded, Secret and ConfigMap
+//! (and the DeleteOptions of a delete), with every field of their messages and of `ObjectMeta` a
+//! client sets (the server-owned ones, `selfLink`, `creationTimestamp`, `deletionTimestamp`,
+//! `managedFields`, are skipped as kube-apiserver would overwrite or refuse them). Any other kind is
+//! [`ProtobufError::Unsupported`], naming it. Answers stay JSON: client-go asks for protobuf with
+//! JSON as its second choice.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -325,11 +330,11 @@ fn delete_options(bytes: &[u8]) -> Result<Map<String, Value>, ProtobufError> {
     Ok(object)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Writes bodies field by field as protoc-generated code writes them: what the tests of the servers
+/// that read them send, as client-go would.
+pub mod encode {
+    use super::MAGIC;
 
-    // An encoder for the tests, field by field as protoc-generated code writes them.
     fn varint(mut v: u64, out: &mut Vec<u8>) {
         loop {
             let byte = (v & 0x7f) as u8;
@@ -342,25 +347,29 @@ mod tests {
         }
     }
 
-    fn bytes_field(number: u64, value: &[u8], out: &mut Vec<u8>) {
+    /// A length-delimited field (a string, bytes or an embedded message).
+    pub fn bytes_field(number: u64, value: &[u8], out: &mut Vec<u8>) {
         varint(number << 3 | 2, out);
         varint(value.len() as u64, out);
         out.extend_from_slice(value);
     }
 
-    fn varint_field(number: u64, value: u64, out: &mut Vec<u8>) {
+    /// A varint field (an integer or a bool).
+    pub fn varint_field(number: u64, value: u64, out: &mut Vec<u8>) {
         varint(number << 3, out);
         varint(value, out);
     }
 
-    fn entry(key: &str, value: &[u8]) -> Vec<u8> {
+    /// A map entry: key 1, value 2.
+    pub fn entry(key: &str, value: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         bytes_field(1, key.as_bytes(), &mut out);
         bytes_field(2, value, &mut out);
         out
     }
 
-    fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    /// The whole body: the magic and the `runtime.Unknown` holding `raw` as `apiVersion`/`kind`.
+    pub fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
         let mut type_meta = Vec::new();
         bytes_field(1, api_version.as_bytes(), &mut type_meta);
         bytes_field(2, kind.as_bytes(), &mut type_meta);
@@ -373,6 +382,13 @@ mod tests {
         body.extend(unknown);
         body
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use super::encode::{bytes_field, entry, envelope, varint_field};
 
     /// The Secret KCP writes for a cluster's CA: owned by the KubeadmControlPlane, labelled with
     /// the cluster name, of type cluster.x-k8s.io/secret.
