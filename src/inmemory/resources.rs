@@ -51,6 +51,7 @@ pub const RESOURCES: &[ResourceType] = &[
     resource("", "configmaps", "ConfigMap", true),
     resource("", "secrets", "Secret", true),
     resource("", "services", "Service", true),
+    resource("", "endpoints", "Endpoints", true),
     resource("", "serviceaccounts", "ServiceAccount", true),
     resource(
         "rbac.authorization.k8s.io",
@@ -74,6 +75,14 @@ pub const RESOURCES: &[ResourceType] = &[
     resource("apps", "daemonsets", "DaemonSet", true),
     resource("apps", "deployments", "Deployment", true),
     resource("coordination.k8s.io", "leases", "Lease", true),
+    // Core lists them while a Machine's deletion waits for volumes to detach (the feature gate
+    // MachineWaitForVolumeDetachConsiderVolumeAttachments, on by default in 1.12).
+    resource(
+        "storage.k8s.io",
+        "volumeattachments",
+        "VolumeAttachment",
+        false,
+    ),
 ];
 
 /// The resource of `group`/`version` named `plural`.

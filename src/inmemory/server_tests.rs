@@ -67,6 +67,22 @@ async fn a_kube_client_trusting_the_cluster_ca_lists_nodes_and_watches_pods() {
         .unwrap();
     assert!(discovery.has_group("apps"));
     assert!(discovery.has_group("rbac.authorization.k8s.io"));
+    // Core lists VolumeAttachments while a Machine's deletion waits for volumes to detach.
+    let attachments: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("storage.k8s.io", "v1", "VolumeAttachment"),
+            "volumeattachments",
+        ),
+    );
+    assert!(
+        attachments
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 
     let node_api: Api<Node> = Api::all(client.clone());
     let listed = node_api
