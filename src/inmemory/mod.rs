@@ -14,6 +14,7 @@ pub mod patch;
 pub mod resources;
 pub mod selectors;
 pub mod server;
+pub mod spdy;
 pub mod store;
 pub mod tls;
 
