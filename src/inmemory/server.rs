@@ -11,12 +11,15 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use super::etcd::EtcdIdentity;
 use super::patch;
+use super::portforward;
 use super::resources::{self, ResourceType};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{Change, Filter, Store, StoreError};
@@ -27,18 +30,32 @@ pub const KUBERNETES_VERSION: &str = "v1.34.0";
 /// How long a watch lasts without a `timeoutSeconds` (kube-apiserver picks 30–60 min).
 const DEFAULT_WATCH: Duration = Duration::from_secs(1800);
 
-/// What the handlers share: the cluster's objects, and the token that closes the server.
+/// What the handlers share: the cluster's objects, its etcd's identity, and the token that
+/// closes the server (and its watches and port-forward sessions).
 #[derive(Clone)]
-struct Shared {
-    store: Arc<Store>,
-    closed: CancellationToken,
+pub struct Shared {
+    /// The cluster's objects.
+    pub store: Arc<Store>,
+    /// The cluster's etcd CA and serving certificates.
+    pub etcd: Arc<EtcdIdentity>,
+    /// Cancelled when the server closes.
+    pub closed: CancellationToken,
 }
 
-/// The router of one fake cluster's API server; its watches end when `closed` is cancelled.
-pub fn router(store: Arc<Store>, closed: CancellationToken) -> Router {
+/// The router of one fake cluster's API server; its watches and port-forward sessions end
+/// when `closed` is cancelled.
+pub fn router(store: Arc<Store>, etcd: Arc<EtcdIdentity>, closed: CancellationToken) -> Router {
     Router::new()
+        .route(
+            "/api/v1/namespaces/{namespace}/pods/{name}/portforward",
+            get(portforward::upgrade).post(portforward::upgrade),
+        )
         .fallback(handle)
-        .with_state(Shared { store, closed })
+        .with_state(Shared {
+            store,
+            etcd,
+            closed,
+        })
 }
 
 fn json_response(code: StatusCode, body: &Value) -> Response {
@@ -100,7 +117,7 @@ fn target(segments: &[&str]) -> Option<Target> {
 }
 
 async fn handle(
-    State(Shared { store, closed }): State<Shared>,
+    State(Shared { store, closed, .. }): State<Shared>,
     method: Method,
     uri: Uri,
     Query(query): Query<HashMap<String, String>>,

@@ -247,21 +247,24 @@ mod reconcile {
         for _ in 0..100 {
             if machines.list(&ListParams::default()).await.is_ok() {
                 let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
-                let secret = Secret {
-                    metadata: ObjectMeta {
-                        name: Some("c1-ca".into()),
+                // The cluster CA and the etcd CA (one key pair for both, here).
+                for name in ["c1-ca", "c1-etcd"] {
+                    let secret = Secret {
+                        metadata: ObjectMeta {
+                            name: Some(name.into()),
+                            ..Default::default()
+                        },
+                        data: Some(BTreeMap::from([
+                            ("tls.crt".into(), ByteString(CA_CRT.as_bytes().to_vec())),
+                            ("tls.key".into(), ByteString(CA_KEY.as_bytes().to_vec())),
+                        ])),
                         ..Default::default()
-                    },
-                    data: Some(BTreeMap::from([
-                        ("tls.crt".into(), ByteString(CA_CRT.as_bytes().to_vec())),
-                        ("tls.key".into(), ByteString(CA_KEY.as_bytes().to_vec())),
-                    ])),
-                    ..Default::default()
-                };
-                secrets
-                    .create(&PostParams::default(), &secret)
-                    .await
-                    .unwrap();
+                    };
+                    secrets
+                        .create(&PostParams::default(), &secret)
+                        .await
+                        .unwrap();
+                }
                 return (server, client);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

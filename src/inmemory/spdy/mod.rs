@@ -227,7 +227,10 @@ impl Decoder {
                 if headers.iter().any(|(name, _)| {
                     matches!(
                         name.as_str(),
-                        "connection" | "host" | "keep-alive" | "proxy-connection"
+                        "connection"
+                            | "host"
+                            | "keep-alive"
+                            | "proxy-connection"
                             | "transfer-encoding"
                     )
                 }) {

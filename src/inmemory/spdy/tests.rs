@@ -16,7 +16,11 @@ fn frames() -> Vec<Frame> {
             associated_to: 0,
             priority: 0,
             flags: 0,
-            headers: headers(&[("streamtype", "error"), ("port", "2379"), ("requestid", "0")]),
+            headers: headers(&[
+                ("streamtype", "error"),
+                ("port", "2379"),
+                ("requestid", "0"),
+            ]),
         },
         Frame::SynStream {
             stream_id: 3,
