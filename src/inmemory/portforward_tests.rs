@@ -141,7 +141,9 @@ impl Forward {
             lower.contains("x-stream-protocol-version: portforward.k8s.io"),
             "{head}"
         );
+        // A bare upgrade response: no body framing for the SPDY bytes to be mistaken for.
         assert!(!lower.contains("content-length"), "{head}");
+        assert!(!lower.contains("transfer-encoding"), "{head}");
         Self {
             tls,
             buf,

@@ -374,6 +374,7 @@ pub async fn reconcile_delete(ctx: &Context, view: &MachineView, fetched: &Fetch
             &format!("{component}-{name}"),
         )?;
     }
+    fake.etcd.forget(&format!("etcd-{name}"));
     let filter = crate::inmemory::store::Filter {
         namespace: Some(KUBE_SYSTEM.into()),
         labels: crate::inmemory::selectors::LabelSelector::parse("component=kube-apiserver")

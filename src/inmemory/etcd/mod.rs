@@ -61,6 +61,11 @@ impl EtcdIdentity {
         }
     }
 
+    /// Drops the certificate of etcd pod `pod` (its machine is gone).
+    pub fn forget(&self, pod: &str) {
+        self.state().configs.remove(pod);
+    }
+
     /// The TLS configuration of etcd pod `pod` (made once): a certificate for `localhost`,
     /// the pod's name (the name KCP's etcd client verifies and sends as SNI), loopback and
     /// the manager's address, for server and client auth as CAPD makes it; ALPN `h2`, which
