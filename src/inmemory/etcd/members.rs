@@ -259,3 +259,60 @@ pub fn remove_member(store: &Store, id: u64) -> Result<Vec<Member>, RpcError> {
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inmemory::objects;
+
+    fn store_with(members: &[(&str, &str, Option<&str>)]) -> Store {
+        let store = Store::new();
+        let pods = resources::find("", "v1", "pods").unwrap();
+        for (machine, id, since) in members {
+            let annotations = objects::etcd_annotations("7", id, *since);
+            let pod = objects::static_pod("etcd", machine, annotations);
+            store.create(pods, KUBE_SYSTEM, pod).unwrap();
+        }
+        store
+    }
+
+    #[test]
+    fn the_latest_leader_from_leads_and_removed_members_do_not() {
+        let store = store_with(&[
+            ("m1", "1", Some("2026-01-01T00:00:00Z")),
+            ("m2", "2", Some("2026-01-01T00:00:05.5Z")),
+            ("m3", "3", None),
+        ]);
+        let (members, status) = inspect(&store, "etcd-m3").unwrap();
+        assert_eq!(status.leader, 2);
+        assert_eq!(status.header.map(|h| h.member_id), Some(3));
+        assert_eq!(
+            members.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
+            ["m1", "m2", "m3"]
+        );
+        // Moving leadership within the same second as the last move still moves it.
+        move_leader(&store, 3).unwrap();
+        assert_eq!(inspect(&store, "etcd-m1").unwrap().1.leader, 3);
+        move_leader(&store, 1).unwrap();
+        assert_eq!(inspect(&store, "etcd-m1").unwrap().1.leader, 1);
+        // The leader removed: the member that led before it leads again (CAPD's rule).
+        let left = remove_member(&store, 1).unwrap();
+        assert_eq!(left.len(), 2);
+        assert_eq!(inspect(&store, "etcd-m2").unwrap().1.leader, 3);
+        assert!(move_leader(&store, 42).is_err());
+        // No member with `leader-from`: CAPD's error.
+        let leaderless = store_with(&[("m1", "1", None)]);
+        let error = inspect(&leaderless, "etcd-m1").unwrap_err();
+        assert!(error.message.contains("no leader found"), "{error}");
+    }
+
+    #[test]
+    fn members_that_disagree_on_the_cluster_id_are_an_error() {
+        let store = store_with(&[("m1", "1", Some("2026-01-01T00:00:00Z"))]);
+        let pods = resources::find("", "v1", "pods").unwrap();
+        let other = objects::static_pod("etcd", "m2", objects::etcd_annotations("8", "2", None));
+        store.create(pods, KUBE_SYSTEM, other).unwrap();
+        let error = inspect(&store, "etcd-m1").unwrap_err();
+        assert!(error.message.contains("different cluster ID"), "{error}");
+    }
+}
