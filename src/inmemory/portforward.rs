@@ -181,8 +181,12 @@ impl Session {
         let token = self.shared.closed.child_token();
         let (mut reader, writer) = tokio::io::split(io);
         let (frames, outgoing) = mpsc::channel(64);
-        let Ok(encoder) = Encoder::new() else {
-            return;
+        let encoder = match Encoder::new() {
+            Ok(encoder) => encoder,
+            Err(error) => {
+                tracing::warn!(%error, "A port-forward connection could not start");
+                return;
+            }
         };
         tokio::spawn(write_frames(writer, encoder, outgoing, token.clone()));
         let mut streams = Streams {
@@ -308,15 +312,12 @@ impl Session {
             since: Instant::now(),
         });
         let duplicate = if kind == "error" {
-            pair.error.replace(stream_id).is_some()
+            pair.error.is_some()
         } else {
-            let port = spdy::header(headers, "port")
-                .unwrap_or_default()
-                .to_string();
-            streams.early.insert(stream_id, Early::default());
-            pair.data.replace((stream_id, port)).is_some()
+            pair.data.is_some()
         };
         if duplicate {
+            // CAPD's pair.add refuses it and prints why on the pair's error stream.
             let error = pair.error;
             let message = format!(
                 "error processing stream for request {request_id}: {kind} stream already assigned"
@@ -325,6 +326,13 @@ impl Session {
                 streams.data(error, Bytes::from(message), false).await;
             }
             return;
+        }
+        if kind == "error" {
+            pair.error = Some(stream_id);
+        } else {
+            let port = spdy::header(headers, "port").unwrap_or_default();
+            pair.data = Some((stream_id, port.to_string()));
+            streams.early.insert(stream_id, Early::default());
         }
         if let Some(Pair {
             error: Some(error),

@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::members::{self, RpcError, UNIMPLEMENTED, UNKNOWN};
+use super::members::{self, INTERNAL, RpcError, UNIMPLEMENTED, UNKNOWN};
 use super::proto::{
     AlarmRequest, AlarmResponse, MemberListRequest, MemberListResponse, MemberRemoveRequest,
     MemberRemoveResponse, MoveLeaderRequest, MoveLeaderResponse, StatusRequest,
@@ -92,7 +92,10 @@ pub async fn call(store: &Store, pod: &str, request: Request<Incoming>) -> Respo
 
 /// The message of one call's body (one uncompressed length-prefixed message).
 fn message<M: Message + Default>(body: &[u8]) -> Result<M, RpcError> {
-    let bad = |message: String| RpcError { code: 13, message };
+    let bad = |message: String| RpcError {
+        code: INTERNAL,
+        message,
+    };
     let [compressed, a, b, c, d, rest @ ..] = body else {
         return Err(bad("grpc: missing message".into()));
     };

@@ -32,6 +32,8 @@ pub struct RpcError {
 pub const UNKNOWN: u8 = 2;
 /// gRPC NOT_FOUND.
 pub const NOT_FOUND: u8 = 5;
+/// gRPC INTERNAL: what grpc-go answers for a request that does not unmarshal.
+pub const INTERNAL: u8 = 13;
 /// gRPC UNIMPLEMENTED.
 pub const UNIMPLEMENTED: u8 = 12;
 
