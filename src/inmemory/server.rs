@@ -1,6 +1,6 @@
 //! The HTTP side of a fake workload cluster's API server: `GET /`, `/version`, discovery, and
 //! get, list, watch, create, update, patch and delete of the [`RESOURCES`](super::resources)
-//! it serves, JSON only.
+//! it serves, JSON only; and the `portforward` subresource of pods ([`super::portforward`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! The serving certificate of a fake API server, signed by its cluster's CA (the `tls.crt` and
-//! `tls.key` of the `<cluster>-ca` Secret Cluster API makes: an RSA key in PKCS#1, or any key in
-//! PKCS#8).
+//! The serving certificates of a fake API server and of its fake etcd members, signed by the
+//! cluster's CA and etcd CA (the `tls.crt` and `tls.key` of the `<cluster>-ca` and
+//! `<cluster>-etcd` Secrets Cluster API makes: an RSA key in PKCS#1, or any key in PKCS#8).
 
 use std::sync::Arc;
 
