@@ -197,3 +197,29 @@ fn protocol_breaches_are_errors() {
     let mut ping = BytesMut::from(&[0x80, 0x03, 0x00, 0x06, 0, 0, 0, 4, 0, 0, 0, 0][..]);
     assert!(Decoder::new().decode(&mut ping).is_err());
 }
+
+/// Two SYN_STREAMs as C zlib writes them (Python's `zlib.compressobj(9, zdict=DICTIONARY)`,
+/// each block sync-flushed): the first carries the zlib header and the dictionary id, the second
+/// continues the stream, as spdystream's writer (Go's compress/zlib) sends them.
+const C_ZLIB_SYN_STREAMS: &str = "\
+800300010000003d0000000100000000000078f9e3c6a7c202253a48f95b044eea46c6e696409ab308125f99a074cc68\
+004e892545a989b9d0c2863515141500000000ffff800300010000001600000003000000000000225333a8a44a040000\
+00ffff";
+
+#[test]
+fn header_blocks_of_another_zlib_decode() {
+    let bytes: Vec<u8> = (0..C_ZLIB_SYN_STREAMS.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&C_ZLIB_SYN_STREAMS[i..i + 2], 16).unwrap())
+        .collect();
+    let mut wire = BytesMut::from(&bytes[..]);
+    let got = decode_all(&mut Decoder::new(), &mut wire);
+    let expected = |stream_id, kind: &str| Frame::SynStream {
+        stream_id,
+        associated_to: 0,
+        priority: 0,
+        flags: 0,
+        headers: headers(&[("port", "2379"), ("requestid", "0"), ("streamtype", kind)]),
+    };
+    assert_eq!(got, [expected(1, "error"), expected(3, "data")]);
+}
