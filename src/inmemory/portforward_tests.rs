@@ -11,7 +11,6 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
 use rustls::pki_types::{CertificateDer, ServerName};
-use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -333,7 +332,6 @@ fn annotation(cluster: &super::WorkloadCluster, pod: &str, key: &str) -> Option<
     pod["metadata"]["annotations"][key]
         .as_str()
         .map(str::to_string)
-        .or_else(|| (pod["metadata"]["annotations"][key] == Value::Null).then_some(None)?)
 }
 
 #[tokio::test]
