@@ -551,3 +551,39 @@ async fn closing_the_listener_ends_port_forward_sessions_and_etcd_connections() 
         "the etcd connection through the tunnel ends"
     );
 }
+
+#[tokio::test]
+async fn streams_pair_by_request_id_in_either_order() {
+    let (_clusters, _cluster, port) = cluster().await;
+    let mut forward = Forward::open(port, "etcd-m1").await;
+    let headers = |kind: &str| {
+        vec![
+            ("streamtype".to_string(), vec![kind.to_string()]),
+            ("port".to_string(), vec!["80".to_string()]),
+            ("requestid".to_string(), vec!["5".to_string()]),
+        ]
+    };
+    for (stream_id, kind) in [(1, "data"), (3, "error")] {
+        forward
+            .send(Frame::SynStream {
+                stream_id,
+                associated_to: 0,
+                priority: 0,
+                flags: 0,
+                headers: headers(kind),
+            })
+            .await;
+        assert!(
+            matches!(forward.recv().await, Some(Frame::SynReply { stream_id: id, .. }) if id == stream_id)
+        );
+    }
+    match forward.recv().await {
+        Some(Frame::Data {
+            stream_id: 3, data, ..
+        }) => assert!(
+            String::from_utf8_lossy(&data).starts_with("error forwarding port 80"),
+            "{data:?}"
+        ),
+        other => panic!("expected the error on the error stream, got {other:?}"),
+    }
+}
