@@ -6,17 +6,22 @@
 //! [`Clusters`] is the registry the controllers share: it hands out listener ports from a range
 //! in order (CAPD: 20000–24000), keeps the stores, and starts and stops the listeners.
 //!
-//! Not in this module yet: the fake etcd (gRPC) and the `portforward` subresource KCP reaches it
-//! through, protobuf request bodies.
+//! The `portforward` subresource of etcd pods ([`portforward`], SPDY/3.1 as client-go speaks
+//! it) tunnels to the cluster's fake etcd ([`etcd`]), in process: no port of its own.
 
+pub mod etcd;
 pub mod objects;
 pub mod patch;
+pub mod portforward;
 pub mod resources;
 pub mod selectors;
 pub mod server;
+pub mod spdy;
 pub mod store;
 pub mod tls;
 
+#[cfg(test)]
+mod portforward_tests;
 #[cfg(test)]
 mod server_tests;
 #[cfg(test)]
@@ -85,6 +90,8 @@ pub struct WorkloadCluster {
     pub port: u16,
     /// Its objects.
     pub store: Arc<Store>,
+    /// Its etcd's CA and serving certificates.
+    pub etcd: Arc<etcd::EtcdIdentity>,
     listener: Mutex<Option<Listener>>,
 }
 
@@ -96,7 +103,7 @@ struct Listener {
 }
 
 impl WorkloadCluster {
-    fn new(port: u16) -> Self {
+    fn new(port: u16, host: &str) -> Self {
         let store = Store::new();
         let namespaces = resources::find("", "v1", "namespaces");
         for name in INITIAL_NAMESPACES {
@@ -112,6 +119,7 @@ impl WorkloadCluster {
         Self {
             port,
             store: Arc::new(store),
+            etcd: Arc::new(etcd::EtcdIdentity::new(host.to_string())),
             listener: Mutex::new(None),
         }
     }
@@ -210,7 +218,7 @@ impl Clusters {
                 })?,
         };
         registry.taken.insert(port);
-        let cluster = Arc::new(WorkloadCluster::new(port));
+        let cluster = Arc::new(WorkloadCluster::new(port, &self.host));
         registry.clusters.insert(key.to_string(), cluster.clone());
         Ok(cluster)
     }
@@ -254,7 +262,16 @@ impl Clusters {
             "kubernetes.default.svc.cluster.local".to_string(),
         ];
         names.dedup();
-        let config = tls::server_config(ca_cert_pem, ca_key_pem, names)?;
+        let config = tls::server_config(
+            ca_cert_pem,
+            ca_key_pem,
+            tls::Identity {
+                common_name: "kube-apiserver",
+                names,
+                client_auth: false,
+                alpn: b"http/1.1",
+            },
+        )?;
         let port = cluster.port;
         let tcp = TcpListener::bind(("0.0.0.0", port))
             .await
@@ -262,7 +279,12 @@ impl Clusters {
         let listener = crate::serving::tls::TlsListener::new(tcp, config)
             .map_err(|source| InMemoryError::Listen { port, source })?;
         let closed = CancellationToken::new();
-        let router = server::router(cluster.store.clone(), closed.clone());
+        let router = server::router(server::Shared {
+            store: cluster.store.clone(),
+            etcd: cluster.etcd.clone(),
+            closed: closed.clone(),
+            port,
+        });
         let mut slot = cluster.listener();
         if slot.as_ref().is_some_and(|l| !l.task.is_finished()) {
             // Another reconcile started it meanwhile; this listener is dropped.

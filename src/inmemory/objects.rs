@@ -18,6 +18,10 @@ pub const ETCD_MEMBER_ID_ANNOTATION: &str =
 pub const ETCD_LEADER_FROM_ANNOTATION: &str =
     "etcd.inmemory.infrastructure.cluster.x-k8s.io/leader-from";
 
+/// Annotation of an etcd pod whose member was removed from the etcd cluster (MemberRemove).
+pub const ETCD_MEMBER_REMOVED_ANNOTATION: &str =
+    "etcd.inmemory.infrastructure.cluster.x-k8s.io/member-removed";
+
 /// The namespace of static pods.
 pub const KUBE_SYSTEM: &str = "kube-system";
 

@@ -1,7 +1,8 @@
 //! The HTTP side of a fake workload cluster's API server: `GET /`, `/version`, discovery, and
 //! get, list, watch, create, update, patch and delete of the [`RESOURCES`](super::resources)
 //! it serves. Request bodies are JSON, or protobuf for the built-in kinds Cluster API writes that
-//! way (the `kubeproto` crate); answers are JSON.
+//! way (the `kubeproto` crate); answers are JSON;
+//! and the `portforward` subresource of pods ([`super::portforward`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,12 +13,15 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use super::etcd::EtcdIdentity;
 use super::patch;
+use super::portforward;
 use super::resources::{self, ResourceType};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{Change, Filter, Store, StoreError};
@@ -28,18 +32,31 @@ pub const KUBERNETES_VERSION: &str = "v1.34.0";
 /// How long a watch lasts without a `timeoutSeconds` (kube-apiserver picks 30–60 min).
 const DEFAULT_WATCH: Duration = Duration::from_secs(1800);
 
-/// What the handlers share: the cluster's objects, and the token that closes the server.
+/// What the handlers share: the cluster's objects, its etcd's identity, and the token that
+/// closes the server (and its watches and port-forward sessions).
 #[derive(Clone)]
-struct Shared {
-    store: Arc<Store>,
-    closed: CancellationToken,
+pub struct Shared {
+    /// The cluster's objects.
+    pub store: Arc<Store>,
+    /// The cluster's etcd CA and serving certificates.
+    pub etcd: Arc<EtcdIdentity>,
+    /// Cancelled when the server closes.
+    pub closed: CancellationToken,
+    /// The port the server listens on (on every address), which port-forwards to an API server
+    /// pod reach.
+    pub port: u16,
 }
 
-/// The router of one fake cluster's API server; its watches end when `closed` is cancelled.
-pub fn router(store: Arc<Store>, closed: CancellationToken) -> Router {
+/// The router of one fake cluster's API server; its watches and port-forward sessions end
+/// when `closed` is cancelled.
+pub fn router(shared: Shared) -> Router {
     Router::new()
+        .route(
+            "/api/v1/namespaces/{namespace}/pods/{name}/portforward",
+            get(portforward::upgrade).post(portforward::upgrade),
+        )
         .fallback(handle)
-        .with_state(Shared { store, closed })
+        .with_state(shared)
 }
 
 fn json_response(code: StatusCode, body: &Value) -> Response {
@@ -101,7 +118,7 @@ fn target(segments: &[&str]) -> Option<Target> {
 }
 
 async fn handle(
-    State(Shared { store, closed }): State<Shared>,
+    State(Shared { store, closed, .. }): State<Shared>,
     method: Method,
     uri: Uri,
     Query(query): Query<HashMap<String, String>>,

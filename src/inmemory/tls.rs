@@ -1,6 +1,6 @@
-//! The serving certificate of a fake API server, signed by its cluster's CA (the `tls.crt` and
-//! `tls.key` of the `<cluster>-ca` Secret Cluster API makes: an RSA key in PKCS#1, or any key in
-//! PKCS#8).
+//! The serving certificates of a fake API server and of its fake etcd members, signed by the
+//! cluster's CA and etcd CA (the `tls.crt` and `tls.key` of the `<cluster>-ca` and
+//! `<cluster>-etcd` Secrets Cluster API makes: an RSA key in PKCS#1, or any key in PKCS#8).
 
 use std::sync::Arc;
 
@@ -44,8 +44,21 @@ fn cert_error(error: rcgen::Error) -> InMemoryError {
     InMemoryError::Certificate(error.to_string())
 }
 
-/// A TLS configuration presenting a fresh certificate for `names` (DNS names or IP literals)
-/// signed by the CA `ca_cert_pem` / `ca_key_pem`.
+/// Who a serving certificate names, and the one ALPN protocol offered.
+#[derive(Debug, Clone)]
+pub struct Identity<'a> {
+    /// Subject common name.
+    pub common_name: &'a str,
+    /// DNS names or IP literals.
+    pub names: Vec<String>,
+    /// Also good for client auth (etcd certificates are).
+    pub client_auth: bool,
+    /// `http/1.1` or `h2`.
+    pub alpn: &'static [u8],
+}
+
+/// A TLS configuration presenting a fresh certificate for `identity`, signed by the CA
+/// `ca_cert_pem` / `ca_key_pem`.
 ///
 /// # Errors
 /// [`InMemoryError::Certificate`] when the CA does not parse or signing fails,
@@ -53,14 +66,19 @@ fn cert_error(error: rcgen::Error) -> InMemoryError {
 pub fn server_config(
     ca_cert_pem: &str,
     ca_key_pem: &str,
-    names: Vec<String>,
+    identity: Identity<'_>,
 ) -> Result<Arc<ServerConfig>, InMemoryError> {
     let key = KeyPair::generate().map_err(cert_error)?;
-    let mut params = CertificateParams::new(names).map_err(cert_error)?;
+    let mut params = CertificateParams::new(identity.names).map_err(cert_error)?;
     let mut subject = DistinguishedName::new();
-    subject.push(DnType::CommonName, "kube-apiserver");
+    subject.push(DnType::CommonName, identity.common_name);
     params.distinguished_name = subject;
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    if identity.client_auth {
+        params
+            .extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ClientAuth);
+    }
     let certificate = match KeyPair::from_pem(ca_key_pem) {
         Ok(ca_key) => {
             let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, ca_key).map_err(cert_error)?;
@@ -84,7 +102,7 @@ pub fn server_config(
             .with_no_client_auth()
             .with_single_cert(chain, private)
             .map_err(InMemoryError::Tls)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![identity.alpn.to_vec()];
     Ok(Arc::new(config))
 }
 

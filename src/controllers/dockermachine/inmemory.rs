@@ -24,6 +24,7 @@ use crate::controllers::conditions::{condition, paused_condition};
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
 use crate::controllers::kinds::{Applied, MachineView};
+use crate::inmemory::etcd::members;
 use crate::inmemory::objects::{self, KUBE_SYSTEM};
 use crate::inmemory::resources::{self, ResourceType};
 use crate::inmemory::{StoreError, WorkloadCluster};
@@ -130,63 +131,47 @@ fn remove(
     }
 }
 
-/// The etcd pod of a new member: the cluster id of the members already there (a new one for
-/// the first), a fresh member id, and leadership when no member leads yet.
-fn etcd_pod(cluster: &WorkloadCluster, key: &str, machine: &str) -> Result<Value> {
-    let pods = resource("pods")?;
-    let filter = crate::inmemory::store::Filter {
-        namespace: Some(KUBE_SYSTEM.into()),
-        labels: crate::inmemory::selectors::LabelSelector::parse("component=etcd").map_err(
-            |source| Error::FakeCluster {
-                action: "select the etcd pods".into(),
-                cluster: key.into(),
-                source,
-            },
-        )?,
-        ..Default::default()
-    };
-    let (members, _) = cluster.store.list(pods, &filter);
-    let annotation = |pod: &Value, name: &str| {
-        pod.pointer("/metadata/annotations")
-            .and_then(|a| a.get(name))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let cluster_id = members
-        .iter()
-        .find_map(|p| annotation(p, objects::ETCD_CLUSTER_ID_ANNOTATION))
+/// The etcd pod of a new member (as CAPD's backend makes it): the cluster id of the members
+/// there (a new one for the first), a fresh member id, and leadership when no member leads.
+fn etcd_pod(cluster: &WorkloadCluster, machine: &str) -> Value {
+    let pods = members::etcd_pods(&cluster.store);
+    let present = || pods.iter().filter(|p| !p.removed);
+    let cluster_id = present()
+        .find_map(|p| p.cluster_id.clone())
         .unwrap_or_else(objects::random_etcd_id);
-    let taken: Vec<String> = members
-        .iter()
-        .filter_map(|p| annotation(p, objects::ETCD_MEMBER_ID_ANNOTATION))
-        .collect();
     let mut member_id = objects::random_etcd_id();
-    while taken.contains(&member_id) {
+    while pods
+        .iter()
+        .any(|p| p.member_id.as_ref() == Some(&member_id))
+    {
         member_id = objects::random_etcd_id();
     }
-    let led = members
-        .iter()
-        .any(|p| annotation(p, objects::ETCD_LEADER_FROM_ANNOTATION).is_some());
     let now = now_text();
+    let led = members::leader(&pods).is_some();
     let annotations =
         objects::etcd_annotations(&cluster_id, &member_id, (!led).then_some(now.as_str()));
-    Ok(objects::static_pod("etcd", machine, annotations))
+    objects::static_pod("etcd", machine, annotations)
 }
 
 fn now_text() -> String {
     Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// The CA (`tls.crt`, `tls.key`) of the Secret `<cluster>-ca`.
-async fn cluster_ca(ctx: &Context, namespace: &str, cluster: &str) -> Result<(String, String)> {
-    let name = format!("{cluster}-ca");
+/// The CA (`tls.crt`, `tls.key`) of the Secret `<cluster>-<purpose>` (`ca`, `etcd`).
+async fn cluster_secret(
+    ctx: &Context,
+    namespace: &str,
+    cluster: &str,
+    purpose: &str,
+) -> Result<(String, String)> {
+    let name = format!("{cluster}-{purpose}");
     let secret = ctx
         .api::<Secret>(namespace)
         .get_opt(&name)
         .await
         .map_err(Error::kube(format!("read Secret {namespace}/{name}")))?
         .ok_or_else(|| Error::NotFinished {
-            what: format!("the cluster CA Secret {namespace}/{name}"),
+            what: format!("the cluster Secret {namespace}/{name}"),
         })?;
     let text = |key: &str| {
         secret
@@ -309,7 +294,12 @@ pub async fn reconcile_normal(
             .get(resource("pods")?, KUBE_SYSTEM, &format!("etcd-{name}"))
             .is_err()
     {
-        ensure(&fake, &key, "pods", etcd_pod(&fake, &key, &name)?)?;
+        ensure(&fake, &key, "pods", etcd_pod(&fake, &name))?;
+    }
+    if plan.etcd && !fake.etcd.has_ca() {
+        // The fake etcd serves with certificates of the cluster's etcd CA, as CAPD's does.
+        let (crt, key_pem) = cluster_secret(ctx, &namespace, cluster_name, "etcd").await?;
+        fake.etcd.set_ca(&crt, &key_pem);
     }
     if plan.api_server {
         for component in [
@@ -329,7 +319,7 @@ pub async fn reconcile_normal(
             ensure(&fake, &key, plural, object)?;
         }
         if !fake.listening() {
-            let (crt, key_pem) = cluster_ca(ctx, &namespace, cluster_name).await?;
+            let (crt, key_pem) = cluster_secret(ctx, &namespace, cluster_name, "ca").await?;
             ctx.in_memory
                 .start_api_server(&fake, &crt, &key_pem)
                 .await
@@ -384,6 +374,7 @@ pub async fn reconcile_delete(ctx: &Context, view: &MachineView, fetched: &Fetch
             &format!("{component}-{name}"),
         )?;
     }
+    fake.etcd.forget(&format!("etcd-{name}"));
     let filter = crate::inmemory::store::Filter {
         namespace: Some(KUBE_SYSTEM.into()),
         labels: crate::inmemory::selectors::LabelSelector::parse("component=kube-apiserver")

@@ -247,21 +247,24 @@ mod reconcile {
         for _ in 0..100 {
             if machines.list(&ListParams::default()).await.is_ok() {
                 let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
-                let secret = Secret {
-                    metadata: ObjectMeta {
-                        name: Some("c1-ca".into()),
+                // The cluster CA and the etcd CA (one key pair for both, here).
+                for name in ["c1-ca", "c1-etcd"] {
+                    let secret = Secret {
+                        metadata: ObjectMeta {
+                            name: Some(name.into()),
+                            ..Default::default()
+                        },
+                        data: Some(BTreeMap::from([
+                            ("tls.crt".into(), ByteString(CA_CRT.as_bytes().to_vec())),
+                            ("tls.key".into(), ByteString(CA_KEY.as_bytes().to_vec())),
+                        ])),
                         ..Default::default()
-                    },
-                    data: Some(BTreeMap::from([
-                        ("tls.crt".into(), ByteString(CA_CRT.as_bytes().to_vec())),
-                        ("tls.key".into(), ByteString(CA_KEY.as_bytes().to_vec())),
-                    ])),
-                    ..Default::default()
-                };
-                secrets
-                    .create(&PostParams::default(), &secret)
-                    .await
-                    .unwrap();
+                    };
+                    secrets
+                        .create(&PostParams::default(), &secret)
+                        .await
+                        .unwrap();
+                }
                 return (server, client);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -384,6 +387,9 @@ mod reconcile {
         // The Node is served by the fake cluster's API server, over TLS signed by the CA.
         let fake = ctx.in_memory.get("default/c1").unwrap();
         assert!(fake.listening());
+        // The fake etcd serves with a certificate of the cluster's etcd CA (`c1-etcd`).
+        assert!(fake.etcd.has_ca());
+        assert!(fake.etcd.server_config("etcd-cp1").is_ok());
         let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
         config.accept_invalid_certs = true;
         let workload = kube::Client::try_from(config).unwrap();
@@ -408,6 +414,7 @@ mod reconcile {
         );
         let fake = ctx.in_memory.get("default/c1").unwrap();
         assert!(fake.listening());
+        assert!(fake.etcd.has_ca(), "the etcd CA is read again");
         let nodes = crate::inmemory::resources::find("", "v1", "nodes").unwrap();
         assert!(fake.store.get(nodes, "", "cp1").is_ok(), "the Node is back");
 

@@ -187,7 +187,7 @@ pub fn rows(m: &Measured, delays: &StageDelays, load: &str) -> Vec<Row> {
         Row::single("in-memory: machines", "machines", &[m.machines() as f64])
             .note(format!("{size}; load average {load}")),
         Row::single("in-memory: objects created", "s", &[m.created])
-            .note("Clusters, DevClusters, CA and bootstrap Secrets, Machines, DevMachines"),
+            .note("Clusters, DevClusters, CA, etcd CA and bootstrap Secrets, Machines, DevMachines"),
         Row::single("in-memory: floor", "s", &[m.floor]).note(format!(
             "{delays_note}; this run's jitter, slowest cluster; {:.2} s without jitter",
             m.nominal_floor

@@ -96,6 +96,18 @@ async fn create_cluster(
         [("tls.crt", ca.cert_pem()), ("tls.key", ca.key_pem())],
     );
     secrets.create(&PostParams::default(), &ca_secret).await?;
+    // The etcd CA, which the fake etcd of each control plane serves with.
+    let etcd_ca = Authority::generate();
+    let etcd_secret = cluster_secret(
+        &secret_name(&name, Purpose::EtcdCa),
+        NAMESPACE,
+        &name,
+        [
+            ("tls.crt", etcd_ca.cert_pem()),
+            ("tls.key", etcd_ca.key_pem()),
+        ],
+    );
+    secrets.create(&PostParams::default(), &etcd_secret).await?;
     authorities
         .lock()
         .map_err(|_| anyhow::anyhow!("the authorities' lock is poisoned"))?
