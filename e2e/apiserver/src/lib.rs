@@ -4,6 +4,7 @@
 //! provider's manager and the e2e suite use it through an ordinary kubeconfig. See README.md for
 //! what it implements, the choices it makes and what it leaves out.
 
+pub mod admission;
 pub mod builtin;
 pub mod cacher;
 pub mod convert;

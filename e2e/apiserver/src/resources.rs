@@ -370,6 +370,39 @@ pub fn builtins() -> Vec<ResourceDef> {
     crd.status_subresource = true;
     crd.has_generation = true;
     crd.categories = vec!["api-extensions".into()];
+    // Read by the admission plugins (`crate::admission`); `webhooks` merge by name.
+    let webhooks = || {
+        json!({"type": "object", "properties": {
+            "webhooks": {"type": "array", "x-kubernetes-list-type": "map",
+                         "x-kubernetes-list-map-keys": ["name"]}
+        }})
+    };
+    let mut mutating = builtin(
+        [
+            "admissionregistration.k8s.io",
+            "v1",
+            "mutatingwebhookconfigurations",
+            "MutatingWebhookConfiguration",
+        ],
+        false,
+        &[],
+        webhooks(),
+        json!({}),
+    );
+    mutating.categories = vec!["api-extensions".into()];
+    let mut validating = builtin(
+        [
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+        ],
+        false,
+        &[],
+        webhooks(),
+        json!({}),
+    );
+    validating.categories = vec!["api-extensions".into()];
     vec![
         namespace,
         secret,
@@ -380,5 +413,7 @@ pub fn builtins() -> Vec<ResourceDef> {
         events_v1,
         lease,
         crd,
+        mutating,
+        validating,
     ]
 }

@@ -6,6 +6,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event as EventV1;
@@ -34,6 +37,12 @@ pub fn decode(def: &ResourceDef, object: &Value) -> ApiResult<(Value, Vec<String
         ("", "nodes") => round_trip::<Node>(object),
         ("events.k8s.io", "events") => round_trip::<EventV1>(object),
         ("coordination.k8s.io", "leases") => round_trip::<Lease>(object),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            round_trip::<MutatingWebhookConfiguration>(object)
+        }
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            round_trip::<ValidatingWebhookConfiguration>(object)
+        }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             round_trip::<CustomResourceDefinition>(object)
         }

@@ -10,6 +10,7 @@ use super::prepare::{
     check_identity, check_type, ensure_namespace, field_validation, prepare_create, prepare_update,
     reset_for, structural, validate, with_warnings, zero,
 };
+use crate::admission;
 use crate::convert::to_storage;
 use crate::error::{ApiError, ApiResult, cause};
 use crate::meta;
@@ -19,6 +20,7 @@ use crate::ssa::{Tracking, track_apply, track_update};
 use crate::state::Shared;
 
 /// What a write request carries.
+#[derive(Clone)]
 enum Op {
     Create(Value),
     Update(Value),
@@ -81,10 +83,70 @@ fn decode_apply(req: &Req, body: &[u8]) -> ApiResult<Value> {
     Ok(config)
 }
 
+/// How many times a write is tried again when the object changed while admission webhooks were
+/// called (kube's `GuaranteedUpdate` tries again with the fresh object, admission included).
+const ADMISSION_RETRIES: usize = 5;
+
+/// What one try of a write came to.
+enum Outcome {
+    Done(Response),
+    /// The object changed while the store was unlocked for admission webhooks.
+    Changed,
+}
+
 async fn write(shared: &Shared, req: &Req, op: Op) -> ApiResult<Response> {
-    let mut warnings = Vec::new();
-    let resp = write_inner(shared, req, op, &mut warnings).await?;
-    Ok(with_warnings(resp, &warnings))
+    for _ in 0..ADMISSION_RETRIES {
+        let mut warnings = Vec::new();
+        if let Outcome::Done(resp) = write_inner(shared, req, op.clone(), &mut warnings).await? {
+            return Ok(with_warnings(resp, &warnings));
+        }
+    }
+    Err(ApiError::conflict(
+        req.def.qualified(),
+        req.name.as_deref().unwrap_or_default(),
+        "the object has been modified; please apply your changes to the latest version and try again",
+    ))
+}
+
+/// Runs admission webhooks of `phase` on `object` with the store unlocked (a webhook may call this
+/// server back), then locks it again; `None` when the stored object changed meanwhile.
+async fn admit<'a>(
+    shared: &'a Shared,
+    store: tokio::sync::MutexGuard<'a, crate::store::Store>,
+    phase: admission::Phase,
+    attrs: &admission::Attributes<'_>,
+    object: Value,
+    live: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> ApiResult<Option<(tokio::sync::MutexGuard<'a, crate::store::Store>, Value)>> {
+    let hooks = admission::matching(&store, phase, attrs);
+    if hooks.is_empty() {
+        return Ok(Some((store, object)));
+    }
+    let version = |store: &crate::store::Store| {
+        store
+            .get(&attrs.def.storage, attrs.namespace, attrs.name)
+            .map(|o| o["metadata"]["resourceVersion"].clone())
+    };
+    let before = version(&store);
+    drop(store);
+    let object = match phase {
+        admission::Phase::Mutating => {
+            let mut mutated = admission::mutate(&hooks, attrs, object, live, warnings).await?;
+            // What a webhook patched in is pruned and defaulted again.
+            structural(attrs.def, attrs.version, &mut mutated, true)?;
+            mutated
+        }
+        admission::Phase::Validating => {
+            admission::validate(&hooks, attrs, &object, live, warnings).await?;
+            object
+        }
+    };
+    let store = shared.store.lock().await;
+    if version(&store) != before {
+        return Ok(None);
+    }
+    Ok(Some((store, object)))
 }
 
 async fn write_inner(
@@ -92,7 +154,7 @@ async fn write_inner(
     req: &Req,
     op: Op,
     warnings: &mut Vec<String>,
-) -> ApiResult<Response> {
+) -> ApiResult<Outcome> {
     let dry_run = req.dry_run()?;
     let force = req.flag("force");
     let manager = req.field_manager();
@@ -109,7 +171,7 @@ async fn write_inner(
         reset: reset_for(&def, &sub),
         now: &now,
     };
-    let mut store = shared.store.lock().await;
+    let store = shared.store.lock().await;
     let ns = req.ns();
     let name = req.name.clone();
     let stored = name.as_ref().and_then(|n| store.get(&def.storage, &ns, n));
@@ -121,6 +183,11 @@ async fn write_inner(
     let not_found = || ApiError::not_found(def.qualified(), name.as_deref().unwrap_or_default());
     let stale = || ApiError::stale(def.qualified(), name.as_deref().unwrap_or_default());
     let mut tracked = false;
+    let options_kind = match &op {
+        Op::Create(_) => "CreateOptions",
+        Op::Update(_) => "UpdateOptions",
+        Op::Patch(..) => "PatchOptions",
+    };
     let (candidate, creating) = match op {
         Op::Create(mut obj) => {
             check_type(req, &mut obj)?;
@@ -229,9 +296,46 @@ async fn write_inner(
     let mut object = candidate;
     let unknown = structural(&def, &req.version, &mut object, true)?;
     field_validation(req, &unknown, warnings)?;
+    let object_name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let attrs = admission::Attributes {
+        def: &def,
+        version: &req.version,
+        subresource: &sub,
+        operation: if creating { "CREATE" } else { "UPDATE" },
+        namespace: &ns,
+        name: &object_name,
+        dry_run,
+        options_kind,
+    };
+    let mutating = admission::Phase::Mutating;
+    let Some((store, object)) = admit(
+        shared,
+        store,
+        mutating,
+        &attrs,
+        object,
+        live.as_ref(),
+        warnings,
+    )
+    .await?
+    else {
+        return Ok(Outcome::Changed);
+    };
+    let mut store = store;
+    let mut object = object;
+    let validating = admission::Phase::Validating;
     if creating {
         prepare_create(req, &mut object);
         validate(req, &object, None)?;
+        let Some((admitted, mut object)) =
+            admit(shared, store, validating, &attrs, object, None, warnings).await?
+        else {
+            return Ok(Outcome::Changed);
+        };
+        store = admitted;
         ensure_namespace(&store, req).await?;
         let name = object["metadata"]["name"]
             .as_str()
@@ -248,20 +352,34 @@ async fn write_inner(
             track_update(&tracking, &zero(req), &mut object);
         }
         if dry_run {
-            return Ok(json_response(StatusCode::CREATED, &object));
+            return Ok(Outcome::Done(json_response(StatusCode::CREATED, &object)));
         }
         let storage = to_storage(&def, object).await?;
         let saved = store.put(&def.storage, storage);
         after_write(&mut store, &def);
         shared.gc_wakeup.notify_one();
         let out = served(&def, &saved, &req.version).await?;
-        return Ok(json_response(StatusCode::CREATED, &out));
+        return Ok(Outcome::Done(json_response(StatusCode::CREATED, &out)));
     }
     let Some(live) = live else {
         return Err(ApiError::internal("update without a live object"));
     };
-    let mut object = prepare_update(req, &live, object);
+    let object = prepare_update(req, &live, object);
     validate(req, &object, Some(&live))?;
+    let Some((admitted, mut object)) = admit(
+        shared,
+        store,
+        validating,
+        &attrs,
+        object,
+        Some(&live),
+        warnings,
+    )
+    .await?
+    else {
+        return Ok(Outcome::Changed);
+    };
+    store = admitted;
     if !tracked {
         track_update(&tracking, &live, &mut object);
     }
@@ -273,7 +391,7 @@ async fn write_inner(
             s["apiVersion"].as_str() != Some(def.api_version(&def.storage_version).as_str())
         });
     if object == live && !stored_elsewhere {
-        return Ok(json_response(StatusCode::OK, &live));
+        return Ok(Outcome::Done(json_response(StatusCode::OK, &live)));
     }
     let name = name.unwrap_or_default();
     // Namespaces also wait for `spec.finalizers` (the namespace controller's `kubernetes`).
@@ -287,7 +405,7 @@ async fn write_inner(
                 .as_array()
                 .is_some_and(|f| !f.is_empty()));
     if dry_run {
-        return Ok(json_response(StatusCode::OK, &object));
+        return Ok(Outcome::Done(json_response(StatusCode::OK, &object)));
     }
     if finalized {
         let last = store
@@ -296,14 +414,14 @@ async fn write_inner(
         after_write(&mut store, &def);
         shared.gc_wakeup.notify_one();
         let out = served(&def, &last, &req.version).await?;
-        return Ok(json_response(StatusCode::OK, &out));
+        return Ok(Outcome::Done(json_response(StatusCode::OK, &out)));
     }
     let storage = to_storage(&def, object).await?;
     let saved = store.put(&def.storage, storage);
     after_write(&mut store, &def);
     shared.gc_wakeup.notify_one();
     let out = served(&def, &saved, &req.version).await?;
-    Ok(json_response(StatusCode::OK, &out))
+    Ok(Outcome::Done(json_response(StatusCode::OK, &out)))
 }
 
 /// Whether `asked` names no `resourceVersion` or the one `live` has (optimistic concurrency).

@@ -196,3 +196,23 @@ where
     }
     panic!("timed out waiting for {what}");
 }
+
+/// Serves `app` over HTTPS on a free port with a certificate for 127.0.0.1 and `names`, as a
+/// webhook; returns the port and the CA bundle (base64, as `caBundle` holds it).
+pub async fn start_webhook_with(
+    names: &[String],
+    app: axum::Router,
+) -> (u16, String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    use testapiserver::tls::{ServingCerts, TlsListener};
+    let certs = ServingCerts::generate(names).unwrap();
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let listener = TlsListener::new(tcp, certs.server_config().unwrap()).unwrap();
+    let task = tokio::spawn(async move { axum::serve(listener, app).await });
+    use base64::Engine;
+    (
+        port,
+        base64::engine::general_purpose::STANDARD.encode(&certs.ca_pem),
+        task,
+    )
+}

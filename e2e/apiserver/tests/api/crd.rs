@@ -10,11 +10,10 @@ use kube::discovery::{Discovery, Scope};
 use serde_json::{Value, json};
 use testapiserver::Options;
 use testapiserver::cacher::WatchCacheStats;
-use testapiserver::tls::{ServingCerts, TlsListener};
 
 use crate::common::{
-    install_crd, install_widgets, start, start_with, status, widget, widget_crd, widget_resource,
-    widgets,
+    install_crd, install_widgets, start, start_webhook_with, start_with, status, widget,
+    widget_crd, widget_resource, widgets,
 };
 
 #[tokio::test]
@@ -355,24 +354,6 @@ async fn start_webhook(
     names: &[String],
 ) -> (u16, String, tokio::task::JoinHandle<std::io::Result<()>>) {
     start_webhook_with(names, axum::Router::new().route("/convert", post(convert))).await
-}
-
-/// [`start_webhook`] serving `app`.
-async fn start_webhook_with(
-    names: &[String],
-    app: axum::Router,
-) -> (u16, String, tokio::task::JoinHandle<std::io::Result<()>>) {
-    let certs = ServingCerts::generate(names).unwrap();
-    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = tcp.local_addr().unwrap().port();
-    let listener = TlsListener::new(tcp, certs.server_config().unwrap()).unwrap();
-    let task = tokio::spawn(async move { axum::serve(listener, app).await });
-    use base64::Engine;
-    (
-        port,
-        base64::engine::general_purpose::STANDARD.encode(&certs.ca_pem),
-        task,
-    )
 }
 
 #[tokio::test]

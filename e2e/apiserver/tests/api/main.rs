@@ -1,6 +1,7 @@
 //! Integration tests: the `kube` client drives a real server over HTTPS.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod admission;
 mod binary;
 mod common;
 mod crd;
