@@ -27,7 +27,9 @@ fn the_expected_templates_ship() {
             "cluster-template-development-dev.yaml",
             "cluster-template-development-mp.yaml",
             "cluster-template-development.yaml",
+            "cluster-template-in-memory.yaml",
             "cluster-template.yaml",
+            "clusterclass-in-memory.yaml",
             "clusterclass-quick-start-dev.yaml",
             CLUSTERCLASS
         ]

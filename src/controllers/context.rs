@@ -62,6 +62,9 @@ pub struct Context {
     pub load_balancer_locks: LoadBalancerLocks,
     /// The status last written on each object, so that a stale cache cannot hide a write.
     pub written: super::written::WrittenStatuses,
+    /// The copies this manager added its finalizers to, so that a stale cache does not add
+    /// them again ([`super::finalize`]).
+    pub finalizers: super::finalize::AddedFinalizers,
     /// The fake workload clusters of the Dev* kinds' `inMemory` backend.
     pub in_memory: Arc<crate::inmemory::Clusters>,
 }

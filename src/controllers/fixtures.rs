@@ -453,6 +453,7 @@ pub fn test_context_on(
         proxy: Default::default(),
         load_balancer_locks: Default::default(),
         written: Default::default(),
+        finalizers: Default::default(),
         in_memory: Arc::new(crate::inmemory::Clusters::new(
             "127.0.0.1".into(),
             crate::inmemory::PORTS,

@@ -12,6 +12,7 @@ pub mod dockercluster;
 pub mod dockermachine;
 pub mod dockermachinepool;
 pub mod error;
+pub mod finalize;
 pub mod kinds;
 pub mod loadbalancer;
 pub mod meta;

@@ -226,6 +226,7 @@ pub fn start(
         proxy: ProxyEnv::from_env(),
         load_balancer_locks: Default::default(),
         written: Default::default(),
+        finalizers: Default::default(),
         in_memory: Arc::new(crate::inmemory::Clusters::new(
             crate::inmemory::manager_host(),
             crate::inmemory::PORTS,

@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::finalizer;
+
 use serde_json::json;
 
 use super::apply::apply_status_unless_gone;
 use super::conditions::condition;
 use super::context::{Context, EventKind};
 use super::error::{Error, Result, finalizer_gone};
+use super::finalize::finalizer;
 use super::kinds::{ServedKind, UnsupportedBackend};
 use crate::api::conditions::{Condition, ConditionStatus, READY_CONDITION};
 
@@ -39,6 +40,7 @@ pub async fn reconcile<K: ServedKind>(
     if object.meta().deletion_timestamp.is_some() {
         if object.finalizers().iter().any(|f| f == finalizer_name) {
             finalizer(
+                &ctx.finalizers,
                 &ctx.api::<K>(&namespace),
                 finalizer_name,
                 Arc::new(object.clone()),

@@ -6,9 +6,15 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use http::{HeaderName, HeaderValue, Request};
-use kube::client::ClientBuilder;
+use hyper_timeout::TimeoutConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use kube::client::retry::RetryPolicy;
+use kube::client::{Body, ClientBuilder, ConfigExt};
 use kube::{Client, Config};
-use tower::{Layer, Service};
+use tower::retry::RetryLayer;
+use tower::util::BoxService;
+use tower::{BoxError, Layer, Service, ServiceBuilder};
 
 use super::ratelimit::RateLimitLayer;
 
@@ -37,8 +43,15 @@ pub struct ClientError {
     pub source: kube::Error,
 }
 
+/// How long a connection to an API server may sit idle in the client's pool before it is
+/// closed: client-go's `IdleConnTimeout` (90 s, hyper's default too). kube builds hyper's pool
+/// without a timer, so the timeout is never enforced and every connection the peak of
+/// concurrent requests opened stays open for good; [`build_client`] gives the pool its timer.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// Builds the client: our user agent, client-go's token-bucket limit (`qps`, `burst`), and
 /// `timeout` for the answer to each request that is not a stream ([`AnswerTimeoutLayer`]).
+/// Idle connections are closed after [`POOL_IDLE_TIMEOUT`].
 pub fn build_client(
     mut config: Config,
     qps: f32,
@@ -50,11 +63,61 @@ pub fn build_client(
         HeaderName::from_static("user-agent"),
         HeaderValue::from_static(USER_AGENT),
     ));
-    let builder = ClientBuilder::try_from(config).map_err(|source| ClientError { url, source })?;
-    Ok(builder
-        .with_layer(&RateLimitLayer::new(qps, burst))
-        .with_layer(&AnswerTimeoutLayer { timeout })
-        .build())
+    // Kube's own stack where only it knows how (see [`with_idle_timeout`]).
+    if config.proxy_url.is_some() || config.auth_info.exec.is_some() {
+        let builder =
+            ClientBuilder::try_from(config).map_err(|source| ClientError { url, source })?;
+        return Ok(builder
+            .with_layer(&RateLimitLayer::new(qps, burst))
+            .with_layer(&AnswerTimeoutLayer { timeout })
+            .build());
+    }
+    with_idle_timeout(config, qps, burst, timeout, POOL_IDLE_TIMEOUT)
+        .map_err(|source| ClientError { url, source })
+}
+
+/// The client on the HTTP stack kube's `ClientBuilder::try_from` makes (base URL, retry of the
+/// API server's 429 and 503 answers, authentication, extra headers, rustls, connect, read and
+/// write timeouts; not its debug-level request spans), with a pool that closes connections idle
+/// for `idle`.
+/// Two cases keep kube's stack, whose pool never closes them: a proxy (kube's proxy connectors)
+/// and an exec plugin (only kube reads when the plugin's client certificate expires).
+fn with_idle_timeout(
+    config: Config,
+    qps: f32,
+    burst: u32,
+    timeout: Duration,
+    idle: Duration,
+) -> Result<Client, kube::Error> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let mut connector = TimeoutConnector::new(config.rustls_https_connector_with_connector(http)?);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    connector.set_reset_reader_on_write(config.reset_reader_on_write);
+    let pool: hyper_util::client::legacy::Client<_, Body> =
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(idle)
+            .build(connector);
+    let service = ServiceBuilder::new()
+        .layer(AnswerTimeoutLayer { timeout })
+        .layer(RateLimitLayer::new(qps, burst))
+        .layer(config.base_uri_layer())
+        .option_layer(
+            config
+                .default_retry
+                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+        )
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(BoxError::from)
+        .service(pool);
+    Ok(Client::new(
+        BoxService::new(service),
+        config.default_namespace,
+    ))
 }
 
 /// A request the API server did not answer in time.
@@ -218,6 +281,49 @@ mod tests {
         let waited = tokio::time::timeout(timeout * 4, watch).await;
         assert!(waited.is_err(), "the watch is still waiting for its answer");
         server.abort();
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_closed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        // Answers one request on a kept-alive connection, then waits for the client to close it.
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = vec![0; 4096];
+            let _ = socket.read(&mut request).await.unwrap();
+            let body = r#"{"major":"1","minor":"34","gitVersion":"v1.34.0","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":""}"#;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            socket.write_all(response.as_bytes()).await.unwrap();
+            let answered = std::time::Instant::now();
+            let closed = socket.read(&mut request).await.unwrap();
+            (closed, answered.elapsed())
+        });
+        let idle = Duration::from_millis(200);
+        let client = with_idle_timeout(
+            Config::new(url.parse().unwrap()),
+            10.0,
+            10,
+            MANAGEMENT_REQUEST_TIMEOUT,
+            idle,
+        )
+        .unwrap();
+        client.apiserver_version().await.unwrap();
+        let (read, after) = tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("the client closes its idle connection")
+            .unwrap();
+        assert_eq!(read, 0, "the connection ends without another request");
+        assert!(
+            after >= idle,
+            "closed after {after:?}, before it was idle for {idle:?}"
+        );
+        // The client is still usable: alive until here, so it was the pool that closed it.
+        drop(client);
     }
 
     #[test]

@@ -8,6 +8,8 @@ mod class_tests;
 mod dev_tests;
 pub use capd_e2e::envsubst;
 pub mod gotemplate;
+#[cfg(test)]
+mod inmemory_tests;
 pub mod patches;
 #[cfg(test)]
 mod pool_tests;

@@ -16,7 +16,9 @@ mod tests;
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::finalizer::Event as Finalizer;
+
+use crate::controllers::finalize::finalizer;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tracing::instrument;
@@ -88,9 +90,13 @@ where
             return Ok(Action::await_change());
         }
         Gate::ReleaseFinalizer => {
-            finalizer(&api, DOCKER_CLUSTER_FINALIZER, object.clone(), |_| async {
-                Ok::<_, Error>(Action::await_change())
-            })
+            finalizer(
+                &ctx.finalizers,
+                &api,
+                DOCKER_CLUSTER_FINALIZER,
+                object.clone(),
+                |_| async { Ok::<_, Error>(Action::await_change()) },
+            )
             .await?;
             return Ok(Action::await_change());
         }
@@ -108,6 +114,7 @@ where
     // The finalizer helper hands back the object it was given: the view made above is its view.
     let (cluster_name, cluster) = (&cluster_name, cluster.as_ref());
     finalizer(
+        &ctx.finalizers,
         &api,
         DOCKER_CLUSTER_FINALIZER,
         object.clone(),

@@ -8,6 +8,10 @@
 //! - for control planes `EtcdProvisioned` and `APIServerProvisioned`, both from
 //!   `NodeProvisioned`'s `lastTransitionTime`.
 //!
+//! A stage's `lastTransitionTime` is the moment it fell due (in whole seconds), not the pass
+//! that saw it: a late pass (a manager at its client's rate limit) provisions every stage due
+//! by then at once, in one status write, and the stages after it keep their timeline.
+//!
 //! A stage lasts its `startupDuration` (0 s when omitted) plus up to `startupJitter` of it. The
 //! jitter is drawn from the machine's uid and the stage, not anew on each pass as CAPD does, so
 //! a stage's deadline never moves between passes.
@@ -171,12 +175,16 @@ fn seconds(time: Timestamp) -> Timestamp {
     Timestamp::from_second(time.as_second()).unwrap_or(time)
 }
 
+/// When a stage timed from `start` that lasts `delay` falls due.
+fn due(start: Timestamp, delay: Duration) -> Timestamp {
+    start
+        .checked_add(jiff::SignedDuration::try_from(delay).unwrap_or(jiff::SignedDuration::MAX))
+        .unwrap_or(Timestamp::MAX)
+}
+
 /// Remaining time until `start + delay`, `None` once reached.
 fn remaining(start: Timestamp, delay: Duration, now: Timestamp) -> Option<Duration> {
-    let due = start
-        .checked_add(jiff::SignedDuration::try_from(delay).unwrap_or(jiff::SignedDuration::MAX))
-        .unwrap_or(Timestamp::MAX);
-    let left = now.duration_until(due);
+    let left = now.duration_until(due(start, delay));
     (left.is_positive()).then(|| Duration::try_from(left).unwrap_or_default())
 }
 
@@ -196,6 +204,23 @@ pub fn plan(
         set_condition(
             conditions,
             condition(stage.condition(), status, reason, "", generation).at(at),
+        );
+    };
+    // A stage is provisioned at the moment it fell due, not at the pass that saw it (which a
+    // busy manager makes late): the next stage is timed from there, so lateness does not add
+    // up stage after stage, and a pass that comes late provisions every stage due by then in
+    // one status write.
+    let provisioned = |conditions: &mut Vec<Condition>, stage: Stage, start, delay| {
+        set_condition(
+            conditions,
+            condition(
+                stage.condition(),
+                ConditionStatus::True,
+                PROVISIONED_REASON,
+                "",
+                generation,
+            )
+            .at(seconds(due(start, delay)).min(at)),
         );
     };
     let later = |plan: &mut Plan, left: Duration| {
@@ -224,12 +249,7 @@ pub fn plan(
         }
         later(&mut plan, left);
     } else {
-        set(
-            conditions,
-            Stage::Vm,
-            ConditionStatus::True,
-            PROVISIONED_REASON,
-        );
+        provisioned(conditions, Stage::Vm, vm_started, delays.vm);
         plan.vm = true;
         let vm_done = transition_time(conditions, Stage::Vm).unwrap_or(at);
         if let Some(left) = remaining(vm_done, delays.node, now) {
@@ -249,12 +269,7 @@ pub fn plan(
             }
             later(&mut plan, left);
         } else {
-            set(
-                conditions,
-                Stage::Node,
-                ConditionStatus::True,
-                PROVISIONED_REASON,
-            );
+            provisioned(conditions, Stage::Node, vm_done, delays.node);
             plan.node = true;
             let node_done = transition_time(conditions, Stage::Node).unwrap_or(at);
             for (stage, delay) in [
@@ -273,7 +288,7 @@ pub fn plan(
                     );
                     later(&mut plan, left);
                 } else {
-                    set(conditions, stage, ConditionStatus::True, PROVISIONED_REASON);
+                    provisioned(conditions, stage, node_done, delay);
                     match stage {
                         Stage::Etcd => plan.etcd = true,
                         _ => plan.api_server = true,

@@ -140,6 +140,57 @@ fn each_stage_waits_for_its_startup_duration_after_the_one_before() {
 }
 
 #[test]
+fn a_late_pass_provisions_every_stage_due_at_once_on_the_stages_timeline() {
+    let delays = delays(&capd_timings(), "uid").unwrap();
+    let start = Timestamp::from_second(1_800_000_000).unwrap();
+    let mut conditions = Vec::new();
+    let _ = plan(&mut conditions, start, at(start, 1), true, &delays, Some(1));
+
+    // The pass comes 13 s late (the VM was due at 10 s, the Node at 12 s): one pass, and so
+    // one status write, provisions both, each at the moment it fell due; etcd and the API
+    // server are due 2 s after the Node, at 14 s, not 2 s after this pass.
+    let late = plan(
+        &mut conditions,
+        start,
+        at(start, 13),
+        true,
+        &delays,
+        Some(1),
+    );
+    assert!(late.vm && late.node && !late.etcd && !late.api_server);
+    assert_eq!(late.requeue, Some(Duration::from_secs(1)));
+    let time = |conditions: &[Condition], type_: &str| {
+        find_condition(conditions, type_)
+            .unwrap()
+            .last_transition_time
+            .0
+    };
+    assert_eq!(time(&conditions, VM_PROVISIONED_CONDITION), at(start, 10));
+    assert_eq!(time(&conditions, NODE_PROVISIONED_CONDITION), at(start, 12));
+
+    // Much later: the rest in one pass too, on the same timeline.
+    let done = plan(
+        &mut conditions,
+        start,
+        at(start, 60),
+        true,
+        &delays,
+        Some(1),
+    );
+    assert!(done.etcd && done.api_server && done.requeue.is_none());
+    assert_eq!(time(&conditions, ETCD_PROVISIONED_CONDITION), at(start, 14));
+    assert_eq!(
+        time(&conditions, API_SERVER_PROVISIONED_CONDITION),
+        at(start, 14)
+    );
+    assert_eq!(
+        time(&conditions, VM_PROVISIONED_CONDITION),
+        at(start, 10),
+        "kept"
+    );
+}
+
+#[test]
 fn a_worker_has_no_etcd_nor_api_server() {
     let delays = delays(&capd_timings(), "uid").unwrap();
     let start = Timestamp::from_second(1_800_000_000).unwrap();

@@ -34,7 +34,9 @@ use std::sync::Arc;
 
 use kube::core::ObjectMeta;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::finalizer::Event as Finalizer;
+
+use crate::controllers::finalize::finalizer;
 use kube::{Api, ResourceExt};
 use serde_json::{Map, json};
 use tracing::instrument;
@@ -192,9 +194,13 @@ where
         }
         Gate::ReleaseFinalizer => {
             ctx.tasks.cancel_all(&docker_machine.key());
-            finalizer(&api, DOCKER_MACHINE_FINALIZER, object.clone(), |_| async {
-                Ok::<_, Error>(Action::await_change())
-            })
+            finalizer(
+                &ctx.finalizers,
+                &api,
+                DOCKER_MACHINE_FINALIZER,
+                object.clone(),
+                |_| async { Ok::<_, Error>(Action::await_change()) },
+            )
             .await?;
             return Ok(Action::await_change());
         }
@@ -208,6 +214,7 @@ where
     let fetched = &fetched;
     // The finalizer helper hands back the object it was given: the view made above is its view.
     finalizer(
+        &ctx.finalizers,
         &api,
         DOCKER_MACHINE_FINALIZER,
         object.clone(),

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use kube::api::ListParams;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::finalizer::Event as Finalizer;
+
+use crate::controllers::finalize::finalizer;
 use kube::{Api, ResourceExt};
 use tracing::instrument;
 
@@ -112,6 +114,7 @@ async fn reconcile_one(pool: &Arc<DockerMachinePool>, ctx: &Context) -> Result<A
     let api: Api<DockerMachinePool> = ctx.api(&namespace);
     let fetched = &fetched;
     finalizer(
+        &ctx.finalizers,
         &api,
         DOCKER_MACHINE_POOL_FINALIZER,
         pool.clone(),

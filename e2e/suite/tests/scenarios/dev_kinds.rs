@@ -36,6 +36,22 @@ async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_
     let mut env = Env::scenario("inmemory", &[]).await;
     env.use_dev_kinds();
     let name = env.cluster_name();
+    // The DevCluster and the worker as ClusterClass `in-memory` (CAPD's in-memory templates,
+    // `templates/clusterclass-in-memory.yaml`) makes them: the topology controller copies each
+    // template's `spec.template.spec`.
+    let class_spec = |kind: &str, template: &str| {
+        let path = capd_e2e::workspace_root().join("templates/clusterclass-in-memory.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let objects: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        objects
+            .into_iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == template)
+            .unwrap_or_else(|| panic!("no {kind} {template} in {}", path.display()))["spec"]
+            ["template"]["spec"]
+            .clone()
+    };
+    let cluster_spec = class_spec("DevClusterTemplate", "in-memory-cluster");
+    assert_eq!(cluster_spec, json!({"backend": {"inMemory": {}}}));
     let cluster = env.create_cluster(&name, false).await;
     let certificates = ClusterCertificates::generate();
     env.create_cluster_certificates(&name, &certificates).await;
@@ -58,7 +74,7 @@ async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_
                     "annotations": annotations,
                     "ownerReferences": [owner("Cluster", &cluster)]
                 },
-                "spec": {"backend": {"inMemory": {}}}
+                "spec": cluster_spec.clone()
             }),
         )
         .await;
@@ -185,7 +201,8 @@ async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_
         "cp1"
     );
 
-    // A worker waits for the control plane, then for its bootstrap data, then comes up.
+    // A worker waits for the control plane, then for its bootstrap data, then comes up, after
+    // the template's delays.
     let worker = env
         .create(
             &capi("Machine"),
@@ -202,7 +219,8 @@ async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_
                 "labels": worker.metadata.labels,
                 "ownerReferences": [owner("Machine", &worker)]
             },
-            "spec": {"backend": {"inMemory": {}}}
+            // CAPD's delays: a VM of 10 s and a Node of 2 s, up to 20% more.
+            "spec": class_spec("DevMachineTemplate", "in-memory-default-worker-machinetemplate")
         }),
     )
     .await;
