@@ -150,6 +150,25 @@ impl Drop for WorkloadCluster {
     }
 }
 
+/// Whether this process can listen on `port` on every interface now (nothing else holds it).
+fn bindable(port: u16) -> bool {
+    std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
+}
+
+/// Tests' port range: `count` neighbouring ports nothing listens on now (tests hand out ports
+/// in order without depending on what else this machine runs).
+#[cfg(test)]
+pub fn free_ports(count: u16) -> RangeInclusive<u16> {
+    (0..50)
+        .find_map(|_| {
+            let start = 30_000 + fastrand::u16(..20_000);
+            (start..start + count)
+                .all(bindable)
+                .then(|| start..=start + count - 1)
+        })
+        .expect("neighbouring free ports")
+}
+
 #[derive(Debug)]
 struct Registry {
     clusters: HashMap<String, Arc<WorkloadCluster>>,
@@ -192,7 +211,9 @@ impl Clusters {
 
     /// The cluster `key`, made (with its port reserved at once) when it does not exist:
     /// `port` when given, free and in range (a cluster whose endpoint was set before a restart
-    /// keeps it), else the first free port of the range.
+    /// keeps it), else the first port of the range that no other cluster has and no other
+    /// process listens on (CAPD hands the next one out blind, and the listener then fails for
+    /// good when something else holds it).
     ///
     /// # Errors
     /// [`InMemoryError::NoFreePort`].
@@ -211,7 +232,7 @@ impl Clusters {
             None => self
                 .ports
                 .clone()
-                .find(|p| !registry.taken.contains(p))
+                .find(|p| !registry.taken.contains(p) && bindable(*p))
                 .ok_or(InMemoryError::NoFreePort {
                     start: *self.ports.start(),
                     end: *self.ports.end(),

@@ -217,25 +217,52 @@ fn a_merge_patch_through_the_store_checks_a_resource_version_it_carries() {
 
 #[test]
 fn ports_are_handed_out_in_order_kept_and_freed() {
-    let clusters = Clusters::new("127.0.0.1".into(), 20000..=20001);
+    let ports = super::free_ports(2);
+    let (first, second) = (*ports.start(), *ports.end());
+    let clusters = Clusters::new("127.0.0.1".into(), ports.clone());
     let a = clusters.ensure("ns/a", None).unwrap();
     let b = clusters.ensure("ns/b", None).unwrap();
-    assert_eq!((a.port, b.port), (20000, 20001));
-    assert_eq!(clusters.ensure("ns/a", None).unwrap().port, 20000);
+    assert_eq!((a.port, b.port), (first, second));
+    assert_eq!(clusters.ensure("ns/a", None).unwrap().port, first);
     assert!(matches!(
         clusters.ensure("ns/c", None),
         Err(InMemoryError::NoFreePort { .. })
     ));
     clusters.remove("ns/a");
-    assert_eq!(clusters.ensure("ns/c", None).unwrap().port, 20000);
+    assert_eq!(clusters.ensure("ns/c", None).unwrap().port, first);
     // After a restart a cluster asks for the port its endpoint names.
-    let restarted = Clusters::new("127.0.0.1".into(), 20000..=20001);
-    assert_eq!(restarted.ensure("ns/b", Some(20001)).unwrap().port, 20001);
+    let restarted = Clusters::new("127.0.0.1".into(), ports);
+    assert_eq!(restarted.ensure("ns/b", Some(second)).unwrap().port, second);
+}
+
+#[test]
+fn a_port_another_process_listens_on_is_skipped() {
+    // Two neighbouring ports, the first held by a listener this cluster registry does not own.
+    let (held, port) = (0..20)
+        .find_map(|_| {
+            let held = std::net::TcpListener::bind("0.0.0.0:0").ok()?;
+            let port = held.local_addr().ok()?.port();
+            let next = port.checked_add(1)?;
+            std::net::TcpListener::bind(("0.0.0.0", next)).ok()?;
+            Some((held, port))
+        })
+        .expect("two neighbouring free ports");
+    let clusters = Clusters::new("127.0.0.1".into(), port..=port + 1);
+    assert_eq!(clusters.ensure("ns/a", None).unwrap().port, port + 1);
+    assert!(
+        matches!(
+            clusters.ensure("ns/b", None),
+            Err(InMemoryError::NoFreePort { .. })
+        ),
+        "the held port is not handed out"
+    );
+    drop(held);
+    assert_eq!(clusters.ensure("ns/b", None).unwrap().port, port);
 }
 
 #[test]
 fn a_new_cluster_has_the_three_namespaces() {
-    let clusters = Clusters::new("127.0.0.1".into(), 20000..=20000);
+    let clusters = Clusters::new("127.0.0.1".into(), super::free_ports(1));
     let cluster = clusters.ensure("ns/a", None).unwrap();
     let namespaces = resources::find("", "v1", "namespaces").unwrap();
     let (items, _) = cluster.store.list(namespaces, &Filter::default());

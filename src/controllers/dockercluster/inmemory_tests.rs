@@ -58,7 +58,9 @@ fn dev_cluster(name: &str) -> DevCluster {
 async fn an_in_memory_cluster_gets_the_next_port_as_its_endpoint_and_frees_it_when_deleted() {
     let (_server, client) = api().await;
     let mut ctx = test_context_on(FakeRuntime::new(), client.clone());
-    ctx.in_memory = Arc::new(Clusters::new("10.1.2.3".into(), 20000..=20001));
+    let ports = crate::inmemory::free_ports(2);
+    let (first, second) = (*ports.start(), *ports.end());
+    ctx.in_memory = Arc::new(Clusters::new("10.1.2.3".into(), ports));
     let api: Api<DevCluster> = Api::namespaced(client.clone(), NAMESPACE);
     for name in ["c1", "c2"] {
         let created = api
@@ -72,7 +74,8 @@ async fn an_in_memory_cluster_gets_the_next_port_as_its_endpoint_and_frees_it_wh
     let c2 = api.get("c2").await.unwrap();
     assert_eq!(c2.spec.control_plane_endpoint.host, "10.1.2.3");
     assert_eq!(
-        c2.spec.control_plane_endpoint.port, 20001,
+        c2.spec.control_plane_endpoint.port,
+        i32::from(second),
         "handed out in order"
     );
     let status = c2.status.clone().unwrap();
@@ -96,7 +99,7 @@ async fn an_in_memory_cluster_gets_the_next_port_as_its_endpoint_and_frees_it_wh
     assert!(ctx.in_memory.get("default/c1").is_none());
     assert_eq!(
         ctx.in_memory.ensure("default/c3", None).unwrap().port,
-        20000,
+        first,
         "the port is free again"
     );
 }
