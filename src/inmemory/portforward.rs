@@ -7,7 +7,8 @@
 //! 2379, whose data stream is tunnelled, in process, to the cluster's fake etcd ([`super::etcd`]),
 //! and a `kube-apiserver-<machine>` pod on any port, whose data stream reaches the fake API server
 //! itself on its listener, as CAPD's `doPortForward` dials it (KCP reads the API server's
-//! certificate expiry that way); anything else gets its error on the error stream. A WebSocket
+//! certificate expiry that way); a pod that does not exist is a 404 before any upgrade, as from
+//! kube-apiserver; any other pod or port gets its error on the error stream. A WebSocket
 //! upgrade (client-go's tunnelling
 //! dialer) is refused as CAPD refuses it, which client-go treats as an upgrade failure and
 //! falls back to SPDY.
@@ -80,6 +81,13 @@ pub async fn upgrade(
     Path((namespace, pod)): Path<(String, String)>,
     mut request: Request,
 ) -> Response {
+    // kube-apiserver looks the pod up before it proxies anything (`pod.PortForwardLocation`):
+    // a missing pod is a 404 Status, whatever the upgrade headers.
+    if let Some(pods) = super::resources::find("", "v1", "pods")
+        && let Err(missing) = shared.store.get(pods, &namespace, &pod)
+    {
+        return super::server::error(&missing);
+    }
     let headers = request.headers();
     // httpstream.Handshake: comma-separated values of every X-Stream-Protocol-Version.
     let offered: Vec<String> = headers

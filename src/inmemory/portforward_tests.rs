@@ -76,11 +76,10 @@ async fn cluster() -> (Clusters, Arc<super::WorkloadCluster>, u16) {
             objects::etcd_annotations("7", member, leads.then_some("2026-01-01T00:00:00Z"));
         let pod = objects::static_pod("etcd", machine, annotations);
         cluster.store.create(pods, "kube-system", pod).unwrap();
-        let apiserver = objects::static_pod("kube-apiserver", machine, serde_json::json!({}));
-        cluster
-            .store
-            .create(pods, "kube-system", apiserver)
-            .unwrap();
+        for component in ["kube-apiserver", "kube-scheduler"] {
+            let pod = objects::static_pod(component, machine, serde_json::json!({}));
+            cluster.store.create(pods, "kube-system", pod).unwrap();
+        }
     }
     cluster.etcd.set_ca(CA_CRT, CA_KEY);
     clusters
@@ -453,10 +452,33 @@ async fn forwards_to_other_pods_or_ports_fail_on_the_error_stream() {
         text.starts_with("error forwarding port 80 to pod kube-system/etcd-m1: "),
         "{text}"
     );
-    let text = refusal(port, "etcd-gone", "2379").await;
-    assert!(text.contains("is neither an etcd"), "{text}");
-    let text = refusal(port, "kube-apiserver-gone", "6443").await;
-    assert!(text.contains("is neither an etcd"), "{text}");
+}
+
+/// kube-apiserver looks the pod up before it upgrades (KCP reads an API server's certificate
+/// as soon as its Node exists, before the static pods): a missing pod is a 404 Status.
+#[tokio::test]
+async fn a_port_forward_to_a_missing_pod_is_not_found_before_any_upgrade() {
+    let (_clusters, _cluster, port) = cluster().await;
+    for pod in ["kube-apiserver-gone", "etcd-gone"] {
+        let (response, mut body, mut tls) = request(port, &spdy_request(pod)).await;
+        assert!(response.starts_with("HTTP/1.1 404"), "{pod}: {response}");
+        while !body.ends_with(b"}") {
+            let n = tokio::time::timeout(WAIT, tls.read_buf(&mut body))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_ne!(n, 0, "{pod}: {body:?}");
+        }
+        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["reason"], "NotFound", "{pod}: {status}");
+        assert_eq!(status["code"], 404, "{pod}: {status}");
+        assert!(
+            status["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!("\"{pod}\" not found"))),
+            "{pod}: {status}"
+        );
+    }
 }
 
 /// KCP reads each API server's certificate expiry through a port-forward to its pod's port

@@ -68,7 +68,8 @@ fn json_response(code: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
-fn error(error: &StoreError) -> Response {
+/// A Kubernetes `Status` answer for `error`.
+pub fn error(error: &StoreError) -> Response {
     let code = StatusCode::from_u16(error.code()).unwrap_or(StatusCode::BAD_REQUEST);
     json_response(code, &error.status())
 }
