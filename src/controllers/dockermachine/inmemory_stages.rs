@@ -8,7 +8,8 @@
 //! - for control planes `EtcdProvisioned` and `APIServerProvisioned`, both from
 //!   `NodeProvisioned`'s `lastTransitionTime`.
 //!
-//! A stage's `lastTransitionTime` is the moment it fell due (in whole seconds), not the pass
+//! A stage's `lastTransitionTime` is the moment it fell due (rounded up to the whole second that
+//! field keeps, so that a chain of stages never ends early), not the pass
 //! that saw it: a late pass (a manager at its client's rate limit) provisions every stage due
 //! by then at once, in one status write, and the stages after it keep their timeline.
 //!
@@ -175,11 +176,21 @@ fn seconds(time: Timestamp) -> Timestamp {
     Timestamp::from_second(time.as_second()).unwrap_or(time)
 }
 
-/// When a stage timed from `start` that lasts `delay` falls due.
+/// When a stage timed from `start` that lasts `delay` falls due: the next whole second (the
+/// precision of `lastTransitionTime`, where the stage's end is recorded and the next stage timed
+/// from), so that no stage, nor a chain of them, ever comes before its delay has passed.
 fn due(start: Timestamp, delay: Duration) -> Timestamp {
-    start
+    let exact = start
         .checked_add(jiff::SignedDuration::try_from(delay).unwrap_or(jiff::SignedDuration::MAX))
-        .unwrap_or(Timestamp::MAX)
+        .unwrap_or(Timestamp::MAX);
+    let whole = seconds(exact);
+    if whole < exact {
+        whole
+            .checked_add(jiff::SignedDuration::from_secs(1))
+            .unwrap_or(exact)
+    } else {
+        whole
+    }
 }
 
 /// Remaining time until `start + delay`, `None` once reached.
@@ -220,7 +231,7 @@ pub fn plan(
                 "",
                 generation,
             )
-            .at(seconds(due(start, delay)).min(at)),
+            .at(due(start, delay).min(at)),
         );
     };
     let later = |plan: &mut Plan, left: Duration| {

@@ -191,6 +191,62 @@ fn a_late_pass_provisions_every_stage_due_at_once_on_the_stages_timeline() {
 }
 
 #[test]
+fn fractional_delays_never_end_a_stage_before_its_time() {
+    // `lastTransitionTime` keeps whole seconds; a stage timed from a truncated predecessor would
+    // come early, and a chain of them (VM, Node, etcd) earlier still.
+    let timings = InMemoryMachineBackendSpec {
+        vm: timed("10.4s", ""),
+        node: timed("2.4s", ""),
+        api_server: timed("2.4s", ""),
+        etcd: timed("2.4s", ""),
+    };
+    let delays = delays(&timings, "uid").unwrap();
+    let start = Timestamp::from_second(1_800_000_000).unwrap() + SignedDuration::from_millis(700);
+    let exact = |seconds: f64| start + SignedDuration::from_secs_f64(seconds);
+    let mut conditions = Vec::new();
+    // Each pass just after the exact end of the chain so far: nothing ends before it.
+    for (stage_end, stages) in [(10.4, 1), (12.8, 2), (15.2, 3)] {
+        let before = plan(
+            &mut conditions,
+            start,
+            exact(stage_end - 0.05),
+            true,
+            &delays,
+            Some(1),
+        );
+        let done_before = [before.vm, before.node, before.etcd]
+            .iter()
+            .filter(|d| **d)
+            .count();
+        assert_eq!(done_before, stages - 1, "nothing ends before {stage_end} s");
+        let late = plan(&mut conditions, start, exact(60.0), true, &delays, Some(1));
+        assert!(late.vm && late.node && late.etcd);
+        conditions.clear();
+    }
+    // The recorded ends, in whole seconds, are never before the exact ones.
+    let _ = plan(&mut conditions, start, exact(60.0), true, &delays, Some(1));
+    for (condition, end) in [
+        (VM_PROVISIONED_CONDITION, 10.4),
+        (NODE_PROVISIONED_CONDITION, 12.8),
+        (ETCD_PROVISIONED_CONDITION, 15.2),
+    ] {
+        let recorded = find_condition(&conditions, condition)
+            .unwrap()
+            .last_transition_time
+            .0;
+        assert!(
+            recorded >= exact(end),
+            "{condition} at {recorded}, due at {}",
+            exact(end)
+        );
+        assert!(
+            recorded <= exact(end + 3.0),
+            "{condition} at most a second a stage late"
+        );
+    }
+}
+
+#[test]
 fn a_worker_has_no_etcd_nor_api_server() {
     let delays = delays(&capd_timings(), "uid").unwrap();
     let start = Timestamp::from_second(1_800_000_000).unwrap();
