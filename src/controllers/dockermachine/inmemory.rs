@@ -260,11 +260,11 @@ pub async fn reconcile_normal(
     let started = match recorded {
         Some(started) => started,
         None => {
-            let started = Timestamp::from_second(now.as_second()).unwrap_or(now);
-            // Applied with the provider ID when there is one: both are this backend's fields.
+            // To the nanosecond: every deadline is timed from here. Applied with the provider
+            // ID when there is one: both are this backend's fields.
             let provider_id = Some(view.spec.provider_id.as_str()).filter(|id| !id.is_empty());
-            apply_owned(ctx, view, &started.to_string(), provider_id).await?;
-            started
+            apply_owned(ctx, view, &now.to_string(), provider_id).await?;
+            now
         }
     };
     let plan = stages::plan(

@@ -4,14 +4,14 @@
 //! Stages run in CAPD's order, each timed from the end of the one before it:
 //! - `VMProvisioned`, from the moment the waits are over (recorded on the DevMachine as the
 //!   [`VM_STARTED_ANNOTATION`], so a manager restart does not start it again);
-//! - `NodeProvisioned`, from `VMProvisioned`'s `lastTransitionTime`;
-//! - for control planes `EtcdProvisioned` and `APIServerProvisioned`, both from
-//!   `NodeProvisioned`'s `lastTransitionTime`.
+//! - `NodeProvisioned`, from the VM's end;
+//! - for control planes `EtcdProvisioned` and `APIServerProvisioned`, both from the Node's end.
 //!
-//! A stage's `lastTransitionTime` is the moment it fell due (rounded up to the whole second that
-//! field keeps, so that a chain of stages never ends early), not the pass
-//! that saw it: a late pass (a manager at its client's rate limit) provisions every stage due
-//! by then at once, in one status write, and the stages after it keep their timeline.
+//! A stage ends the moment it falls due, not at the pass that sees it: every deadline is the
+//! VM's start plus the delays of the stages up to it, to the nanosecond (`lastTransitionTime`
+//! records it in the whole seconds that field keeps), so a late pass (a manager at its client's
+//! rate limit) provisions every stage due by then at once, in one status write, and the stages
+//! after it keep their timeline.
 //!
 //! A stage lasts its `startupDuration` (0 s when omitted) plus up to `startupJitter` of it. The
 //! jitter is drawn from the machine's uid and the stage, not anew on each pass as CAPD does, so
@@ -176,21 +176,11 @@ fn seconds(time: Timestamp) -> Timestamp {
     Timestamp::from_second(time.as_second()).unwrap_or(time)
 }
 
-/// When a stage timed from `start` that lasts `delay` falls due: the next whole second (the
-/// precision of `lastTransitionTime`, where the stage's end is recorded and the next stage timed
-/// from), so that no stage, nor a chain of them, ever comes before its delay has passed.
+/// When a stage timed from `start` that lasts `delay` falls due.
 fn due(start: Timestamp, delay: Duration) -> Timestamp {
-    let exact = start
+    start
         .checked_add(jiff::SignedDuration::try_from(delay).unwrap_or(jiff::SignedDuration::MAX))
-        .unwrap_or(Timestamp::MAX);
-    let whole = seconds(exact);
-    if whole < exact {
-        whole
-            .checked_add(jiff::SignedDuration::from_secs(1))
-            .unwrap_or(exact)
-    } else {
-        whole
-    }
+        .unwrap_or(Timestamp::MAX)
 }
 
 /// Remaining time until `start + delay`, `None` once reached.
@@ -231,7 +221,7 @@ pub fn plan(
                 "",
                 generation,
             )
-            .at(due(start, delay).min(at)),
+            .at(seconds(due(start, delay)).min(at)),
         );
     };
     let later = |plan: &mut Plan, left: Duration| {
@@ -262,7 +252,7 @@ pub fn plan(
     } else {
         provisioned(conditions, Stage::Vm, vm_started, delays.vm);
         plan.vm = true;
-        let vm_done = transition_time(conditions, Stage::Vm).unwrap_or(at);
+        let vm_done = due(vm_started, delays.vm);
         if let Some(left) = remaining(vm_done, delays.node, now) {
             set(
                 conditions,
@@ -282,7 +272,7 @@ pub fn plan(
         } else {
             provisioned(conditions, Stage::Node, vm_done, delays.node);
             plan.node = true;
-            let node_done = transition_time(conditions, Stage::Node).unwrap_or(at);
+            let node_done = due(vm_done, delays.node);
             for (stage, delay) in [
                 (Stage::Etcd, delays.etcd),
                 (Stage::ApiServer, delays.api_server),
@@ -310,10 +300,6 @@ pub fn plan(
     }
     summarize(conditions, control_plane, generation);
     plan
-}
-
-fn transition_time(conditions: &[Condition], stage: Stage) -> Option<Timestamp> {
-    find_condition(conditions, stage.condition()).map(|c| c.last_transition_time.0)
 }
 
 /// `Ready` from the stage conditions of the machine's role.
