@@ -22,8 +22,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::api::conditions::{
-    Condition, ConditionStatus, INTERNAL_ERROR_REASON, PROVISIONED_REASON, find_condition,
-    set_condition,
+    Condition, ConditionStatus, INTERNAL_ERROR_REASON, PROVISIONED_REASON, set_condition,
 };
 use crate::api::duration::parse_go_duration;
 use crate::api::v1beta2::{InMemoryComponentSpec, InMemoryMachineBackendSpec};
