@@ -13,11 +13,17 @@
 //! manager last wrote on the object (same uid). After a restart the memory is empty and the cache
 //! alone decides, as before; a status someone else changed since costs one write, which the API
 //! server answers without a change when the status is already there.
+//!
+//! The same staleness bites a status computed from the cached one, when a pass keeps something
+//! of the previous status: the DockerCluster keeps the last recovery's note on its condition,
+//! and computed from a cache without the recovery it wrote the note before it back over it.
+//! [`WrittenStatuses::latest`] gives the object with the status last written here, to start from.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::core::object::HasStatus;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -66,6 +72,22 @@ impl WrittenStatuses {
                 .map(|w| w.status.clone())
         })?;
         serde_json::from_value(value).ok()
+    }
+
+    /// `object` with the status last written here on it in place of the cached one: what a pass
+    /// computes its status from. The cache may not show the previous pass's write yet, and a
+    /// status computed from the stale one would write the older status back over it (a recovery
+    /// note replaced by the one before it, for good).
+    pub fn latest<K>(&self, reference: &ObjectReference, object: &K) -> K
+    where
+        K: HasStatus + Clone,
+        K::Status: DeserializeOwned,
+    {
+        let mut latest = object.clone();
+        if let Some(status) = self.last(reference) {
+            *latest.status_mut() = Some(status);
+        }
+        latest
     }
 
     /// Whether `desired` needs no write: it equals the cached object's status and the status

@@ -89,7 +89,12 @@ pub async fn reconcile_normal(ctx: &Context, view: &ClusterView, cluster_name: &
         )
         .await;
     }
-    super::write_status(ctx, view, &normal_status(view, generation)).await
+    super::write_status(
+        ctx,
+        view,
+        &normal_status(&super::latest(ctx, view), generation),
+    )
+    .await
 }
 
 /// Drops the fake cluster (its listener closes, its port is free again).
@@ -97,7 +102,7 @@ pub async fn reconcile_normal(ctx: &Context, view: &ClusterView, cluster_name: &
 /// # Errors
 /// [`Error::Kube`](crate::controllers::error::Error::Kube) when the status write is refused.
 pub async fn reconcile_delete(ctx: &Context, view: &ClusterView, cluster_name: &str) -> Result<()> {
-    super::write_status(ctx, view, &deleting_status(view)).await?;
+    super::write_status(ctx, view, &deleting_status(&super::latest(ctx, view))).await?;
     let namespace = view.metadata.namespace.clone().unwrap_or_default();
     ctx.in_memory.remove(&cluster_key(&namespace, cluster_name));
     Ok(())

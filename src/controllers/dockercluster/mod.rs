@@ -102,7 +102,8 @@ where
         }
         Gate::Paused => {
             tracing::info!("Reconciliation is paused");
-            write_status(ctx, docker_cluster, &decide::paused_status(docker_cluster)).await?;
+            let status = decide::paused_status(&latest(ctx, docker_cluster));
+            write_status(ctx, docker_cluster, &status).await?;
             return Ok(Action::await_change());
         }
         Gate::Proceed => {}
@@ -177,9 +178,10 @@ async fn reconcile_normal(
             Err(error),
         ),
     };
-    let status = decide::normal_status(docker_cluster, &lb_outcome);
+    let before = latest(ctx, docker_cluster);
+    let status = decide::normal_status(&before, &lb_outcome);
     let newly_provisioned = status.initialization.provisioned == Some(true)
-        && docker_cluster
+        && before
             .status
             .as_ref()
             .and_then(|s| s.initialization.provisioned)
@@ -223,7 +225,7 @@ async fn reconcile_delete(
     write_status(
         ctx,
         docker_cluster,
-        &decide::deleting_status(docker_cluster),
+        &decide::deleting_status(&latest(ctx, docker_cluster)),
     )
     .await?;
     infra::delete(ctx, docker_cluster, cluster_name).await
@@ -232,6 +234,13 @@ async fn reconcile_delete(
 /// Writes the status when it differs from the object's or from the one last written
 /// ([`crate::controllers::written`]): a reconcile that changes nothing writes nothing. An object
 /// deleted meanwhile is not an error.
+/// The DockerCluster a pass computes its status from: the cached one with the status this manager
+/// last wrote on it ([`WrittenStatuses::latest`](crate::controllers::written::WrittenStatuses::latest)).
+pub(super) fn latest(ctx: &Context, docker_cluster: &ClusterView) -> DockerCluster {
+    ctx.written
+        .latest(&docker_cluster.reference(), &**docker_cluster)
+}
+
 pub(super) async fn write_status(
     ctx: &Context,
     docker_cluster: &ClusterView,

@@ -522,4 +522,70 @@ mod scenarios {
         assert!(!infra::endpoint_moved("172.18.0.2", "172.18.0.2"));
         assert!(!infra::endpoint_moved("lb.example.com", "172.18.0.3"));
     }
+
+    /// A pass may start before the watch delivered the previous pass's status. Computed from
+    /// that stale cache, the kept `LoadBalancerAvailable` message was the one before the recovery,
+    /// and it was written back over the recovery's note for good (CI saw it once, under load).
+    #[tokio::test]
+    async fn a_recovery_note_survives_a_pass_over_a_cache_that_has_not_seen_it() {
+        use crate::api::conditions::{LOAD_BALANCER_AVAILABLE_CONDITION, find_condition};
+        use crate::controllers::fixtures::{NAMESPACE, test_api_server, test_context_on};
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::api::{Api, ListParams, PostParams};
+
+        let (_server, client) = test_api_server().await;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let mut crd = crate::api::crd::docker_cluster().unwrap();
+        if let Some(conversion) = crd.spec.conversion.as_mut() {
+            conversion.strategy = "None".into();
+            conversion.webhook = None;
+        }
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+        let api: Api<DockerCluster> = Api::namespaced(client.clone(), NAMESPACE);
+        for _ in 0..100 {
+            if api.list(&ListParams::default()).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let fake = fake();
+        let ctx = test_context_on(fake.clone(), client);
+        // Without an owner: the test API server's garbage collector removes objects whose owner
+        // is missing, and this pass is given the cluster's name.
+        api.create(&PostParams::default(), &DockerCluster::test("c1"))
+            .await
+            .unwrap();
+        let message = |dc: &DockerCluster| {
+            find_condition(
+                &dc.status.as_ref().unwrap().conditions,
+                LOAD_BALANCER_AVAILABLE_CONDITION,
+            )
+            .map(|c| (c.status.clone(), c.message.clone()))
+        };
+
+        let created = View::docker(api.get("c1").await.unwrap());
+        super::super::reconcile_normal(&ctx, &created, "c1", None)
+            .await
+            .unwrap();
+        // The cache from now on: provisioned, its load balancer available, no recovery yet.
+        let cached = View::docker(api.get("c1").await.unwrap());
+        let recovered = "Load balancer container c1-lb was stopped; started it again".to_string();
+
+        fake.stop_container("c1-lb");
+        super::super::reconcile_normal(&ctx, &cached, "c1", None)
+            .await
+            .unwrap();
+        let after_recovery = message(&api.get("c1").await.unwrap());
+        assert_eq!(after_recovery.as_ref().map(|(_, m)| m), Some(&recovered));
+
+        // The next pass, still from the cache that has not seen that write.
+        super::super::reconcile_normal(&ctx, &cached, "c1", None)
+            .await
+            .unwrap();
+        assert_eq!(
+            message(&api.get("c1").await.unwrap()),
+            after_recovery,
+            "the recovery note stays while the load balancer keeps running"
+        );
+    }
 }

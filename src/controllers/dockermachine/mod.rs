@@ -262,8 +262,8 @@ pub(crate) async fn write_status(
     // cache that has not seen it yet.
     let before = ctx
         .written
-        .last::<DockerMachineStatus>(&reference)
-        .or_else(|| docker_machine.status.clone())
+        .latest(&reference, &**docker_machine)
+        .status
         .map(|s| s.conditions)
         .unwrap_or_default();
     if !docker_machine.apply_status(ctx, status).await? {
