@@ -560,7 +560,7 @@ mod scenarios {
                 &dc.status.as_ref().unwrap().conditions,
                 LOAD_BALANCER_AVAILABLE_CONDITION,
             )
-            .map(|c| (c.status.clone(), c.message.clone()))
+            .map(|c| (c.status, c.message.clone()))
         };
 
         let created = View::docker(api.get("c1").await.unwrap());
