@@ -231,9 +231,6 @@ async fn reconcile_delete(
     infra::delete(ctx, docker_cluster, cluster_name).await
 }
 
-/// Writes the status when it differs from the object's or from the one last written
-/// ([`crate::controllers::written`]): a reconcile that changes nothing writes nothing. An object
-/// deleted meanwhile is not an error.
 /// The DockerCluster a pass computes its status from: the cached one with the status this manager
 /// last wrote on it ([`WrittenStatuses::latest`](crate::controllers::written::WrittenStatuses::latest)).
 pub(super) fn latest(ctx: &Context, docker_cluster: &ClusterView) -> DockerCluster {
@@ -241,6 +238,9 @@ pub(super) fn latest(ctx: &Context, docker_cluster: &ClusterView) -> DockerClust
         .latest(&docker_cluster.reference(), &**docker_cluster)
 }
 
+/// Writes the status when it differs from the object's or from the one last written
+/// ([`crate::controllers::written`]): a reconcile that changes nothing writes nothing. An object
+/// deleted meanwhile is not an error.
 pub(super) async fn write_status(
     ctx: &Context,
     docker_cluster: &ClusterView,
