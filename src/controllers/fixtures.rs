@@ -388,6 +388,41 @@ pub async fn test_api_server() -> (testapiserver::Handle, kube::Client) {
     (server, kube::Client::try_from(config).unwrap())
 }
 
+/// A test API server serving `crd`, the CRD of `K`, once `K` can be listed; its client. No
+/// conversion webhook runs here: the tests speak the storage version only.
+pub async fn test_api_server_serving<K>(
+    mut crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> (testapiserver::Handle, kube::Client)
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    use kube::api::{Api, ListParams, PostParams};
+
+    let (server, client) = test_api_server().await;
+    if let Some(conversion) = crd.spec.conversion.as_mut() {
+        conversion.strategy = "None".into();
+        conversion.webhook = None;
+    }
+    Api::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let objects: Api<K> = Api::namespaced(client.clone(), NAMESPACE);
+    for _ in 0..100 {
+        if objects.list(&ListParams::default()).await.is_ok() {
+            return (server, client);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!(
+        "the CRD {} is not served",
+        crd.metadata.name.unwrap_or_default()
+    );
+}
+
 /// A controller context on `runtime` whose Kubernetes client points nowhere: for scenario tests
 /// of the Docker side (Events fail quietly, caches are empty).
 pub fn test_context(runtime: crate::docker::FakeRuntime) -> crate::controllers::context::Context {

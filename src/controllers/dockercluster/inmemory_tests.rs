@@ -3,10 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 
 use super::inmemory;
 use crate::api::CLUSTER_NAME_LABEL;
@@ -20,22 +18,7 @@ use crate::docker::FakeRuntime;
 use crate::inmemory::Clusters;
 
 async fn api() -> (testapiserver::Handle, kube::Client) {
-    let (server, client) = test_api_server().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crd = crate::api::crd::dev_cluster().unwrap();
-    if let Some(spec) = crd.spec.conversion.as_mut() {
-        spec.strategy = "None".into();
-        spec.webhook = None;
-    }
-    crds.create(&PostParams::default(), &crd).await.unwrap();
-    let clusters: Api<DevCluster> = Api::namespaced(client.clone(), NAMESPACE);
-    for _ in 0..100 {
-        if clusters.list(&ListParams::default()).await.is_ok() {
-            return (server, client);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the DevCluster CRD is not served");
+    test_api_server_serving::<DevCluster>(crate::api::crd::dev_cluster().unwrap()).await
 }
 
 fn dev_cluster(name: &str) -> DevCluster {

@@ -529,25 +529,13 @@ mod scenarios {
     #[tokio::test]
     async fn a_recovery_note_survives_a_pass_over_a_cache_that_has_not_seen_it() {
         use crate::api::conditions::{LOAD_BALANCER_AVAILABLE_CONDITION, find_condition};
-        use crate::controllers::fixtures::{NAMESPACE, test_api_server, test_context_on};
-        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-        use kube::api::{Api, ListParams, PostParams};
+        use crate::controllers::fixtures::{NAMESPACE, test_api_server_serving, test_context_on};
+        use kube::api::{Api, PostParams};
 
-        let (_server, client) = test_api_server().await;
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let mut crd = crate::api::crd::docker_cluster().unwrap();
-        if let Some(conversion) = crd.spec.conversion.as_mut() {
-            conversion.strategy = "None".into();
-            conversion.webhook = None;
-        }
-        crds.create(&PostParams::default(), &crd).await.unwrap();
+        let (_server, client) =
+            test_api_server_serving::<DockerCluster>(crate::api::crd::docker_cluster().unwrap())
+                .await;
         let api: Api<DockerCluster> = Api::namespaced(client.clone(), NAMESPACE);
-        for _ in 0..100 {
-            if api.list(&ListParams::default()).await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
         let fake = fake();
         let ctx = test_context_on(fake.clone(), client);
         // Without an owner: the test API server's garbage collector removes objects whose owner

@@ -334,8 +334,7 @@ mod reconcile {
 
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::{Node, Secret};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, ListParams, PostParams};
+    use kube::api::{Api, PostParams};
     use kube::core::ObjectMeta;
     use kube::runtime::controller::Action;
 
@@ -351,41 +350,28 @@ mod reconcile {
     const CA_KEY: &str = include_str!("../../inmemory/testdata/ca.key");
 
     async fn api() -> (testapiserver::Handle, kube::Client) {
-        let (server, client) = test_api_server().await;
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let mut crd = crate::api::crd::dev_machine().unwrap();
-        if let Some(spec) = crd.spec.conversion.as_mut() {
-            spec.strategy = "None".into();
-            spec.webhook = None;
+        let (server, client) =
+            test_api_server_serving::<DevMachine>(crate::api::crd::dev_machine().unwrap()).await;
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+        // The cluster CA and the etcd CA (one key pair for both, here).
+        for name in ["c1-ca", "c1-etcd"] {
+            let secret = Secret {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    ..Default::default()
+                },
+                data: Some(BTreeMap::from([
+                    ("tls.crt".into(), ByteString(CA_CRT.as_bytes().to_vec())),
+                    ("tls.key".into(), ByteString(CA_KEY.as_bytes().to_vec())),
+                ])),
+                ..Default::default()
+            };
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .unwrap();
         }
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-        let machines: Api<DevMachine> = Api::namespaced(client.clone(), NAMESPACE);
-        for _ in 0..100 {
-            if machines.list(&ListParams::default()).await.is_ok() {
-                let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
-                // The cluster CA and the etcd CA (one key pair for both, here).
-                for name in ["c1-ca", "c1-etcd"] {
-                    let secret = Secret {
-                        metadata: ObjectMeta {
-                            name: Some(name.into()),
-                            ..Default::default()
-                        },
-                        data: Some(BTreeMap::from([
-                            ("tls.crt".into(), ByteString(CA_CRT.as_bytes().to_vec())),
-                            ("tls.key".into(), ByteString(CA_KEY.as_bytes().to_vec())),
-                        ])),
-                        ..Default::default()
-                    };
-                    secrets
-                        .create(&PostParams::default(), &secret)
-                        .await
-                        .unwrap();
-                }
-                return (server, client);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the DevMachine CRD is not served");
+        (server, client)
     }
 
     fn dev_machine(name: &str, backend: InMemoryMachineBackendSpec) -> DevMachine {

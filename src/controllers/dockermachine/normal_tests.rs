@@ -69,26 +69,10 @@ async fn a_pass_over_a_provisioned_machine_asks_the_engine_once() {
 
 /// The API server of a test, serving the DockerMachine CRD; its client.
 async fn api_with_docker_machines() -> (testapiserver::Handle, kube::Client) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, ListParams, PostParams};
-
-    let (server, client) = crate::controllers::fixtures::test_api_server().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crd = crate::api::crd::docker_machine().unwrap();
-    // No conversion webhook runs here; the test only speaks the storage version.
-    if let Some(spec) = crd.spec.conversion.as_mut() {
-        spec.strategy = "None".into();
-        spec.webhook = None;
-    }
-    crds.create(&PostParams::default(), &crd).await.unwrap();
-    let machines: Api<DockerMachine> = Api::namespaced(client.clone(), NAMESPACE);
-    for _ in 0..100 {
-        if machines.list(&ListParams::default()).await.is_ok() {
-            return (server, client);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("the DockerMachine CRD is not served");
+    crate::controllers::fixtures::test_api_server_serving::<DockerMachine>(
+        crate::api::crd::docker_machine().unwrap(),
+    )
+    .await
 }
 
 #[tokio::test]
