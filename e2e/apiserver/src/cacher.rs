@@ -80,22 +80,26 @@ pub async fn run(shared: Arc<Shared>) {
         let now = Instant::now();
         let (due, later): (Vec<Retry>, Vec<Retry>) = retries.into_iter().partition(|r| r.at <= now);
         retries = later;
-        let mut work: Vec<(ResourceDef, String, Vec<Value>, u32)> = Vec::new();
+        // Only references are taken under the store's lock; the objects are copied for the
+        // webhook after it is released.
+        let mut work: Vec<(Arc<ResourceDef>, String, Vec<Arc<Value>>, u32)> = Vec::new();
         {
             let mut store = shared.store.lock().await;
             let queued = std::mem::take(&mut store.fill_queue);
-            let mut changed: BTreeMap<ResKey, BTreeMap<(String, String), Value>> = BTreeMap::new();
+            let mut changed: BTreeMap<ResKey, BTreeMap<(String, String), Arc<Value>>> =
+                BTreeMap::new();
             for (key, object) in queued {
                 changed
                     .entry(key)
                     .or_default()
-                    .insert(object_key(&object), (*object).clone());
+                    .insert(object_key(&object), object);
             }
             for (key, objects) in changed {
                 let Some(def) = store.defs.iter().find(|d| d.key() == key && fills(d)) else {
                     continue;
                 };
-                let objects: Vec<Value> = objects.into_values().collect();
+                let def = Arc::new(def.clone());
+                let objects: Vec<Arc<Value>> = objects.into_values().collect();
                 for version in &def.listed_versions {
                     // A version still retrying lists everything when its retry is due.
                     if !retries
@@ -110,15 +114,12 @@ pub async fn run(shared: Arc<Shared>) {
                 let Some(def) = store.defs.iter().find(|d| d.key() == retry.key && fills(d)) else {
                     continue;
                 };
-                let objects = store
-                    .list(&retry.key, None)
-                    .iter()
-                    .map(|o| (**o).clone())
-                    .collect();
-                work.push((def.clone(), retry.version, objects, retry.attempt));
+                let objects = store.list(&retry.key, None);
+                work.push((Arc::new(def.clone()), retry.version, objects, retry.attempt));
             }
         }
         for (def, version, objects, attempt) in work {
+            let objects = objects.iter().map(|o| (**o).clone()).collect();
             if !fill(&shared, &def, &version, objects).await && attempt < RETRIES {
                 retries.push(Retry {
                     key: def.key(),

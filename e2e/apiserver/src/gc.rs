@@ -1,7 +1,16 @@
 //! Background garbage collection: dependents of deleted owners, foreground and orphan
 //! finalizers, namespace termination and CRD cleanup.
+//!
+//! Every stored change passes through [`Index::changed`], which keeps the owners and owner
+//! references of the store and says whether the change can give the collector something to do.
+//! The collector looks at the store only after such a change, as kube's collector acts only on
+//! what its graph builder queues from the events (`attemptToDelete` for dependents of an owner
+//! that went or is being deleted with `orphan` or `foregroundDeletion`, objects whose owner is
+//! absent); a write that touches no owner relation (a status update, an Event) costs it nothing.
+//! The pass itself stays a walk over the whole store (kube keeps a graph instead): what changed is
+//! cheap to judge, what to do about it is not, and it is rare.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -11,7 +20,9 @@ use crate::resources::{Representation, ResKey, ResourceDef};
 use crate::state::Shared;
 use crate::store::{Store, object_key};
 
-/// Runs until shutdown, sweeping after every write and at `gc_interval`.
+/// Runs until shutdown: woken by every write and every `gc_interval` (for changes made without
+/// a wake-up), it sweeps when a change since the last sweep concerned the collector
+/// ([`Index::changed`]), until a sweep finds nothing more to do.
 pub async fn run(shared: Arc<Shared>) {
     let shutdown = shared.shutdown.clone();
     loop {
@@ -21,11 +32,127 @@ pub async fn run(shared: Arc<Shared>) {
             _ = crate::state::until_shutdown(shutdown.clone()) => return,
         }
         let mut store = shared.store.lock().await;
+        if !store.gc.pending {
+            continue;
+        }
         for _ in 0..1000 {
             if !sweep(&mut store) {
+                // The last sweep saw every change the sweeps before it made.
+                store.gc.pending = false;
                 break;
             }
         }
+    }
+}
+
+/// What the collector knows of the store between its sweeps: the owners and owner references,
+/// kept up to date with every change, and whether a change since the last sweep may give it
+/// something to do.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// Stored objects by uid.
+    live: HashMap<String, Owner>,
+    /// How many owner references name each uid.
+    referenced: HashMap<String, usize>,
+    /// Namespaces being deleted, and CRDs being deleted with their cleanup finalizer: while there
+    /// is one, every change may concern the collector (it empties them).
+    terminating: HashSet<String>,
+    /// A change since the last sweep that ended idle may give the collector something to do.
+    pub pending: bool,
+}
+
+/// What an owner reference needs to know of the object it names.
+#[derive(Debug)]
+struct Owner {
+    namespace: String,
+    deleting: bool,
+}
+
+fn uid(o: &Value) -> &str {
+    o["metadata"]["uid"].as_str().unwrap_or_default()
+}
+
+fn namespace(o: &Value) -> &str {
+    o["metadata"]["namespace"].as_str().unwrap_or_default()
+}
+
+fn owner_uids(o: &Value) -> impl Iterator<Item = &str> {
+    o["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str())
+}
+
+/// Whether `o` of resource `key` makes the collector empty something while it exists: a
+/// namespace being deleted, or a CRD being deleted with its cleanup finalizer.
+fn empties(key: &ResKey, o: &Value) -> bool {
+    let (group, plural) = (key.0.as_str(), key.1.as_str());
+    deleting(o)
+        && ((group.is_empty() && plural == "namespaces")
+            || (group == "apiextensions.k8s.io"
+                && plural == "customresourcedefinitions"
+                && has(o, crate::crd::CLEANUP_FINALIZER)))
+}
+
+impl Index {
+    /// Takes note of a change of an object of resource `key` from `old` to `new` (`None`: it did
+    /// not exist before, or exists no more), and marks the collector pending when the change may
+    /// give it something to do:
+    /// - an object went that owner references name (its dependents dangle), or whose owners are
+    ///   being deleted (a foreground owner may be waiting for it);
+    /// - an object is being deleted with the `orphan` or `foregroundDeletion` finalizer, or is a
+    ///   namespace or CRD being emptied;
+    /// - an object names an owner that is absent, in another namespace, or being deleted;
+    /// - any change while a namespace or CRD is being emptied.
+    pub fn changed(&mut self, key: &ResKey, old: Option<&Value>, new: Option<&Value>) {
+        if let Some(old) = old {
+            for owner in owner_uids(old) {
+                if let Some(count) = self.referenced.get_mut(owner) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.referenced.remove(owner);
+                    }
+                }
+            }
+            self.live.remove(uid(old));
+            self.terminating.remove(uid(old));
+        }
+        if let Some(new) = new {
+            for owner in owner_uids(new) {
+                *self.referenced.entry(owner.to_string()).or_default() += 1;
+            }
+            self.live.insert(
+                uid(new).to_string(),
+                Owner {
+                    namespace: namespace(new).to_string(),
+                    deleting: deleting(new),
+                },
+            );
+            if empties(key, new) {
+                self.terminating.insert(uid(new).to_string());
+            }
+        }
+        let concerns = !self.terminating.is_empty()
+            || match (old, new) {
+                (Some(gone), None) => {
+                    self.referenced.contains_key(uid(gone))
+                        || owner_uids(gone)
+                            .any(|o| self.live.get(o).is_some_and(|owner| owner.deleting))
+                }
+                (_, Some(new)) => {
+                    (deleting(new) && (has(new, "orphan") || has(new, "foregroundDeletion")))
+                        || owner_uids(new).any(|o| {
+                            self.live.get(o).is_none_or(|owner| {
+                                owner.deleting
+                                    || !(owner.namespace.is_empty()
+                                        || owner.namespace == namespace(new))
+                            })
+                        })
+                }
+                (None, None) => false,
+            };
+        self.pending |= concerns;
     }
 }
 
@@ -302,4 +429,131 @@ fn namespaces_and_crds(store: &mut Store, items: &[Item]) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(group: &str, plural: &str) -> ResKey {
+        (group.to_string(), plural.to_string())
+    }
+
+    fn object(ns: &str, uid: &str, owners: &[&str]) -> Value {
+        let refs: Vec<Value> = owners.iter().map(|o| json!({"uid": o})).collect();
+        json!({"metadata": {"namespace": ns, "uid": uid, "ownerReferences": refs}})
+    }
+
+    fn deleting_with(mut o: Value, finalizers: &[&str]) -> Value {
+        o["metadata"]["deletionTimestamp"] = json!("2026-12-02T00:00:00Z");
+        o["metadata"]["finalizers"] = json!(finalizers);
+        o
+    }
+
+    /// An index holding a Machine `m` and the DockerMachine `dm` it owns, with nothing pending.
+    fn machine_and_infra() -> (Index, ResKey, Value, Value) {
+        let mut index = Index::default();
+        let dms = key("infrastructure.cluster.x-k8s.io", "dockermachines");
+        let machine = object("ns", "m", &[]);
+        let dm = object("ns", "dm", &["m"]);
+        index.changed(&key("cluster.x-k8s.io", "machines"), None, Some(&machine));
+        index.changed(&dms, None, Some(&dm));
+        assert!(
+            !index.pending,
+            "an owner and its dependent give nothing to do"
+        );
+        (index, dms, machine, dm)
+    }
+
+    #[test]
+    fn writes_that_touch_no_owner_relation_leave_the_collector_asleep() {
+        let (mut index, dms, _, dm) = machine_and_infra();
+        let mut updated = dm.clone();
+        updated["status"] = json!({"ready": true});
+        index.changed(&dms, Some(&dm), Some(&updated));
+        let event = object("ns", "e", &[]);
+        index.changed(&key("events.k8s.io", "events"), None, Some(&event));
+        let finalizing = deleting_with(
+            updated.clone(),
+            &["dockermachine.infrastructure.cluster.x-k8s.io"],
+        );
+        index.changed(&dms, Some(&updated), Some(&finalizing));
+        index.changed(&dms, Some(&finalizing), None);
+        assert!(
+            !index.pending,
+            "status writes, Events and an unowned removal: {index:?}"
+        );
+    }
+
+    #[test]
+    fn an_owner_that_goes_wakes_the_collector_for_its_dependents() {
+        let (mut index, _, machine, _) = machine_and_infra();
+        index.changed(&key("cluster.x-k8s.io", "machines"), Some(&machine), None);
+        assert!(index.pending);
+    }
+
+    #[test]
+    fn a_dependent_of_an_absent_foreign_or_deleting_owner_wakes_the_collector() {
+        let dms = key("infrastructure.cluster.x-k8s.io", "dockermachines");
+        let mut absent = Index::default();
+        absent.changed(&dms, None, Some(&object("ns", "dm", &["nobody"])));
+        assert!(absent.pending, "absent owner");
+
+        let mut foreign = Index::default();
+        foreign.changed(
+            &key("", "configmaps"),
+            None,
+            Some(&object("other", "cm", &[])),
+        );
+        assert!(!foreign.pending);
+        foreign.changed(&dms, None, Some(&object("ns", "dm", &["cm"])));
+        assert!(
+            foreign.pending,
+            "an owner in another namespace counts as absent"
+        );
+
+        let (mut deleting, dms, machine, dm) = machine_and_infra();
+        let machines = key("cluster.x-k8s.io", "machines");
+        let background = deleting_with(machine.clone(), &["machine.cluster.x-k8s.io"]);
+        deleting.changed(&machines, Some(&machine), Some(&background));
+        assert!(
+            !deleting.pending,
+            "a background deletion waits for the owner to go"
+        );
+        deleting.changed(&dms, Some(&dm), None);
+        assert!(deleting.pending, "a dependent of a deleting owner went");
+    }
+
+    #[test]
+    fn orphan_and_foreground_deletions_and_terminating_namespaces_wake_the_collector() {
+        let machines = key("cluster.x-k8s.io", "machines");
+        for finalizer in ["orphan", "foregroundDeletion"] {
+            let (mut index, _, machine, _) = machine_and_infra();
+            let deleting = deleting_with(machine.clone(), &[finalizer]);
+            index.changed(&machines, Some(&machine), Some(&deleting));
+            assert!(index.pending, "{finalizer}");
+        }
+
+        let mut index = Index::default();
+        let namespaces = key("", "namespaces");
+        let ns = json!({"metadata": {"name": "ns", "uid": "n"}});
+        index.changed(&namespaces, None, Some(&ns));
+        let terminating = deleting_with(ns.clone(), &[]);
+        index.changed(&namespaces, Some(&ns), Some(&terminating));
+        assert!(index.pending, "a namespace being deleted");
+        index.pending = false;
+        index.changed(&key("", "configmaps"), None, Some(&object("ns", "cm", &[])));
+        assert!(
+            index.pending,
+            "any change while a namespace is being emptied"
+        );
+        index.changed(&namespaces, Some(&terminating), None);
+        index.pending = false;
+        index.changed(
+            &key("", "configmaps"),
+            None,
+            Some(&object("ns", "cm2", &[])),
+        );
+        assert!(!index.pending, "the namespace is gone");
+    }
 }

@@ -80,6 +80,8 @@ pub struct Store {
     pub fill_queue: Vec<(ResKey, Arc<Value>)>,
     /// Wakes the [`crate::cacher`] task when something is queued.
     pub fill_wakeup: Arc<tokio::sync::Notify>,
+    /// What the garbage collector knows of the stored objects ([`crate::gc::Index`]).
+    pub gc: crate::gc::Index,
 }
 
 impl Store {
@@ -97,6 +99,7 @@ impl Store {
             service_endpoints: Default::default(),
             fill_queue: Vec::new(),
             fill_wakeup: Arc::default(),
+            gc: crate::gc::Index::default(),
         }
     }
 
@@ -168,6 +171,7 @@ impl Store {
             .entry(key.clone())
             .or_default()
             .insert(id, object.clone());
+        self.gc.changed(key, old.as_deref(), Some(&object));
         let kind = if old.is_some() {
             EventType::Modified
         } else {
@@ -209,6 +213,7 @@ impl Store {
             .objects
             .get_mut(key)?
             .remove(&(ns.to_string(), name.to_string()))?;
+        self.gc.changed(key, Some(&removed), None);
         self.rv += 1;
         let rv = self.rv;
         let mut last = (*removed).clone();
@@ -228,7 +233,14 @@ impl Store {
 
     /// Drops every object of a resource without events (used when a CRD goes away).
     pub fn drop_resource(&mut self, key: &ResKey) {
-        self.objects.remove(key);
+        for object in self
+            .objects
+            .remove(key)
+            .into_iter()
+            .flat_map(BTreeMap::into_values)
+        {
+            self.gc.changed(key, Some(&object), None);
+        }
         self.history.remove(key);
         self.watchers.retain(|w| &w.key != key);
     }
