@@ -59,6 +59,14 @@ pub fn stats_key(def: &ResourceDef, version: &str) -> String {
     format!("{}.{}/{version}", def.plural, def.group)
 }
 
+/// One conversion of objects into a version: a list, or the changed objects.
+struct Fill {
+    def: Arc<ResourceDef>,
+    version: String,
+    objects: Vec<Arc<Value>>,
+    attempt: u32,
+}
+
 struct Retry {
     key: ResKey,
     version: String,
@@ -82,7 +90,7 @@ pub async fn run(shared: Arc<Shared>) {
         retries = later;
         // Only references are taken under the store's lock; the objects are copied for the
         // webhook after it is released.
-        let mut work: Vec<(Arc<ResourceDef>, String, Vec<Arc<Value>>, u32)> = Vec::new();
+        let mut work: Vec<Fill> = Vec::new();
         {
             let mut store = shared.store.lock().await;
             let queued = std::mem::take(&mut store.fill_queue);
@@ -106,7 +114,12 @@ pub async fn run(shared: Arc<Shared>) {
                         .iter()
                         .any(|r| r.key == key && &r.version == version)
                     {
-                        work.push((def.clone(), version.clone(), objects.clone(), 0));
+                        work.push(Fill {
+                            def: def.clone(),
+                            version: version.clone(),
+                            objects: objects.clone(),
+                            attempt: 0,
+                        });
                     }
                 }
             }
@@ -115,10 +128,21 @@ pub async fn run(shared: Arc<Shared>) {
                     continue;
                 };
                 let objects = store.list(&retry.key, None);
-                work.push((Arc::new(def.clone()), retry.version, objects, retry.attempt));
+                work.push(Fill {
+                    def: Arc::new(def.clone()),
+                    version: retry.version,
+                    objects,
+                    attempt: retry.attempt,
+                });
             }
         }
-        for (def, version, objects, attempt) in work {
+        for Fill {
+            def,
+            version,
+            objects,
+            attempt,
+        } in work
+        {
             let objects = objects.iter().map(|o| (**o).clone()).collect();
             if !fill(&shared, &def, &version, objects).await && attempt < RETRIES {
                 retries.push(Retry {
