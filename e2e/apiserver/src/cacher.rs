@@ -88,8 +88,7 @@ pub async fn run(shared: Arc<Shared>) {
         let now = Instant::now();
         let (due, later): (Vec<Retry>, Vec<Retry>) = retries.into_iter().partition(|r| r.at <= now);
         retries = later;
-        // Only references are taken under the store's lock; the objects are copied for the
-        // webhook after it is released.
+        // Only references are taken under the store's lock, and the objects are never copied.
         let mut work: Vec<Fill> = Vec::new();
         {
             let mut store = shared.store.lock().await;
@@ -143,8 +142,7 @@ pub async fn run(shared: Arc<Shared>) {
             attempt,
         } in work
         {
-            let objects = objects.iter().map(|o| (**o).clone()).collect();
-            if !fill(&shared, &def, &version, objects).await && attempt < RETRIES {
+            if !fill(&shared, &def, &version, &objects).await && attempt < RETRIES {
                 retries.push(Retry {
                     key: def.key(),
                     version,
@@ -165,8 +163,9 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// Converts `objects` into `version` through the webhook, recording and logging the outcome;
 /// whether it succeeded.
-async fn fill(shared: &Shared, def: &ResourceDef, version: &str, objects: Vec<Value>) -> bool {
-    let outcome = crate::convert::convert(def, objects, version).await;
+async fn fill(shared: &Shared, def: &ResourceDef, version: &str, objects: &[Arc<Value>]) -> bool {
+    let objects: Vec<&Value> = objects.iter().map(AsRef::as_ref).collect();
+    let outcome = crate::convert::converts(def, &objects, version).await;
     let key = stats_key(def, version);
     let mut caches = shared
         .watch_caches

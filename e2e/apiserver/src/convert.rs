@@ -60,7 +60,7 @@ pub async fn convert(
             server_name,
             ..
         } => {
-            let batch: Vec<Value> = pending.iter().map(|&i| objects[i].clone()).collect();
+            let batch: Vec<&Value> = pending.iter().map(|&i| &objects[i]).collect();
             let converted = call_webhook(
                 def,
                 url.as_deref(),
@@ -71,12 +71,55 @@ pub async fn convert(
                 &desired,
             )
             .await?;
-            for (slot, (original, mut new)) in pending.iter().zip(batch.iter().zip(converted)) {
-                restore_metadata(original, &mut new);
-                objects[*slot] = new;
+            let restored: Vec<(usize, Value)> = pending
+                .iter()
+                .zip(batch)
+                .zip(converted)
+                .map(|((slot, original), mut new)| {
+                    restore_metadata(original, &mut new);
+                    (*slot, new)
+                })
+                .collect();
+            for (slot, new) in restored {
+                objects[slot] = new;
             }
             Ok(objects)
         }
+    }
+}
+
+/// Whether `objects` convert into `version`: the review [`convert`] sends, its answer checked
+/// and dropped (a watch cache's fill, [`crate::cacher`]); nothing is copied before the webhook is
+/// called.
+///
+/// # Errors
+/// As [`convert`].
+pub async fn converts(def: &ResourceDef, objects: &[&Value], version: &str) -> ApiResult<()> {
+    let desired = def.api_version(version);
+    let pending: Vec<&Value> = objects
+        .iter()
+        .copied()
+        .filter(|o| o["apiVersion"].as_str() != Some(desired.as_str()))
+        .collect();
+    match &def.conversion {
+        Conversion::Webhook {
+            url,
+            ca_bundle,
+            service,
+            server_name,
+            ..
+        } if !pending.is_empty() => call_webhook(
+            def,
+            url.as_deref(),
+            ca_bundle.as_deref(),
+            service.as_deref(),
+            server_name.as_deref(),
+            &pending,
+            &desired,
+        )
+        .await
+        .map(drop),
+        _ => Ok(()),
     }
 }
 
@@ -102,7 +145,7 @@ async fn call_webhook(
     ca_bundle: Option<&[u8]>,
     service: Option<&str>,
     server_name: Option<&str>,
-    objects: &[Value],
+    objects: &[&Value],
     desired: &str,
 ) -> ApiResult<Vec<Value>> {
     let failed = |why: String| {

@@ -4,9 +4,11 @@
 //! Every stored change passes through [`Index::changed`], which keeps the owners and owner
 //! references of the store and says whether the change can give the collector something to do.
 //! The collector looks at the store only after such a change, as kube's collector acts only on
-//! what its graph builder queues from the events (`attemptToDelete` for dependents of an owner
-//! that went or is being deleted with `orphan` or `foregroundDeletion`, objects whose owner is
-//! absent); a write that touches no owner relation (a status update, an Event) costs it nothing.
+//! what its graph builder queues from the events (`processGraphChanges` in
+//! `pkg/controller/garbagecollector/graph_builder.go`: the dependents of an owner that went, an
+//! owner being deleted with `orphan` or `foregroundDeletion`, an owner reference to an absent
+//! object, the owners waiting for a dependent that went); a write that touches no owner relation
+//! (a status update, an Event) costs it nothing.
 //! The pass itself stays a walk over the whole store (kube keeps a graph instead): what changed is
 //! cheap to judge, what to do about it is not, and it is rare.
 
