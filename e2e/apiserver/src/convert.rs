@@ -53,24 +53,9 @@ pub async fn convert(
             }
             Ok(objects)
         }
-        Conversion::Webhook {
-            url,
-            ca_bundle,
-            service,
-            server_name,
-            ..
-        } => {
+        Conversion::Webhook { .. } => {
             let batch: Vec<&Value> = pending.iter().map(|&i| &objects[i]).collect();
-            let converted = call_webhook(
-                def,
-                url.as_deref(),
-                ca_bundle.as_deref(),
-                service.as_deref(),
-                server_name.as_deref(),
-                &batch,
-                &desired,
-            )
-            .await?;
+            let converted = call_webhook(def, &batch, &desired).await?;
             let restored: Vec<(usize, Value)> = pending
                 .iter()
                 .zip(batch)
@@ -102,23 +87,9 @@ pub async fn converts(def: &ResourceDef, objects: &[&Value], version: &str) -> A
         .filter(|o| o["apiVersion"].as_str() != Some(desired.as_str()))
         .collect();
     match &def.conversion {
-        Conversion::Webhook {
-            url,
-            ca_bundle,
-            service,
-            server_name,
-            ..
-        } if !pending.is_empty() => call_webhook(
-            def,
-            url.as_deref(),
-            ca_bundle.as_deref(),
-            service.as_deref(),
-            server_name.as_deref(),
-            &pending,
-            &desired,
-        )
-        .await
-        .map(drop),
+        Conversion::Webhook { .. } if !pending.is_empty() => {
+            call_webhook(def, &pending, &desired).await.map(drop)
+        }
         _ => Ok(()),
     }
 }
@@ -139,12 +110,10 @@ fn restore_metadata(original: &Value, converted: &mut Value) {
     converted["metadata"] = meta;
 }
 
+/// Sends `objects` to the resource's conversion webhook for `desired`; the converted objects,
+/// checked.
 async fn call_webhook(
     def: &ResourceDef,
-    url: Option<&str>,
-    ca_bundle: Option<&[u8]>,
-    service: Option<&str>,
-    server_name: Option<&str>,
     objects: &[&Value],
     desired: &str,
 ) -> ApiResult<Vec<Value>> {
@@ -155,6 +124,22 @@ async fn call_webhook(
             def.kind
         ))
     };
+    let Conversion::Webhook {
+        url,
+        ca_bundle,
+        service,
+        server_name,
+        ..
+    } = &def.conversion
+    else {
+        return Err(failed("the resource has no conversion webhook".into()));
+    };
+    let (url, ca_bundle, service, server_name) = (
+        url.as_deref(),
+        ca_bundle.as_deref(),
+        service.as_deref(),
+        server_name.as_deref(),
+    );
     let Some(url) = url else {
         let svc = service.unwrap_or("unknown/unknown");
         let (namespace, name) = svc.split_once('/').unwrap_or(("", svc));
