@@ -78,12 +78,14 @@ fn namespace(o: &Value) -> &str {
     o["metadata"]["namespace"].as_str().unwrap_or_default()
 }
 
+/// The uids an object's owner references name (a reference without one names "", which no
+/// object has: absent, as [`sweep`] reads it).
 fn owner_uids(o: &Value) -> impl Iterator<Item = &str> {
     o["metadata"]["ownerReferences"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|r| r["uid"].as_str())
+        .map(|r| r["uid"].as_str().unwrap_or_default())
 }
 
 /// Whether `o` of resource `key` makes the collector empty something while it exists: a
