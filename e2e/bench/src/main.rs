@@ -362,20 +362,18 @@ async fn main() -> Result<()> {
             let (up, names) = floor.provision(&network, &cluster, n).await?;
             floor_up.push(up.as_secs_f64());
 
-            // The floor's nodes are deleted once the provider's are up, so that no deletion
-            // comes between the two phases that create nodes (see `storage`).
+            // The floor's nodes are stopped before the provider creates its own, which then
+            // start beside none running, as the floor's did; they are removed once the
+            // provider's are gone, so that no deletion comes between the two phases that create
+            // nodes (see `storage`). The floor's deletion is the stop and the removal.
+            let stopped = floor.set_aside(&names).await?;
             eprintln!("{label}: provider");
             let (network, cluster) = run.place(&mut cleanup, "p");
-            let (result, down) = provider::lifecycle(
-                run.settings(&network),
-                &runtime,
-                &workload,
-                &cluster,
-                n,
-                floor.delete(&names),
-            )
-            .await?;
-            floor_down.push(down.as_secs_f64());
+            let result =
+                provider::lifecycle(run.settings(&network), &runtime, &workload, &cluster, n)
+                    .await?;
+            let removed = floor.delete(&names).await?;
+            floor_down.push((stopped + removed).as_secs_f64());
             if n == sizes[0] {
                 lb_provider.push(result.load_balancer);
             }
@@ -464,6 +462,8 @@ async fn main() -> Result<()> {
             let (network, cluster) = run.place(&mut cleanup, "f");
             let (up, names) = floor.provision(&network, &cluster, n).await?;
             floor_up.push(up.as_secs_f64());
+            // As for the machines above.
+            floor.set_aside(&names).await?;
 
             eprintln!("{label}: provider");
             let (network, cluster) = run.place(&mut cleanup, "p");

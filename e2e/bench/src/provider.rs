@@ -148,31 +148,27 @@ async fn cluster(stack: &Stack, w: &Workload, name: &str) -> Result<f64> {
     Ok(lb)
 }
 
-/// N machines created, provisioned, bootstrapped, then deleted; `between` runs once they are
-/// all bootstrapped and before their deletion starts (the floor's deletion). Its time is in no
-/// figure of the run: neither the manager's CPU nor this process's counts it.
-pub async fn lifecycle<T>(
+/// N machines created, provisioned, bootstrapped, then deleted.
+pub async fn lifecycle(
     settings: ManagerSettings,
     runtime: &Arc<dyn ContainerRuntime>,
     w: &Workload,
     cluster_name: &str,
     n: usize,
-    between: impl Future<Output = Result<T>>,
-) -> Result<(LifecycleRun, T)> {
+) -> Result<LifecycleRun> {
     let stack = Stack::start(settings).await?;
-    let result = lifecycle_in(&stack, runtime, w, cluster_name, n, between).await;
+    let result = lifecycle_in(&stack, runtime, w, cluster_name, n).await;
     stack.stop();
     result
 }
 
-async fn lifecycle_in<T>(
+async fn lifecycle_in(
     stack: &Stack,
     runtime: &Arc<dyn ContainerRuntime>,
     w: &Workload,
     cluster_name: &str,
     n: usize,
-    between: impl Future<Output = Result<T>>,
-) -> Result<(LifecycleRun, T)> {
+) -> Result<LifecycleRun> {
     let pid = stack.pid();
     let load_balancer = cluster(stack, w, cluster_name).await?;
     let machines = create_all(stack, w, cluster_name, n).await?;
@@ -189,14 +185,6 @@ async fn lifecycle_in<T>(
         .await?;
     wait_bootstrapped(stack, n).await?;
     let provision = started.elapsed().as_secs_f64();
-
-    let (cpu_paused, own_cpu_paused) = (
-        procfs::cpu_seconds(pid)?,
-        procfs::cpu_seconds(std::process::id())?,
-    );
-    let between = between.await?;
-    let cpu_before = cpu_before + procfs::cpu_seconds(pid)? - cpu_paused;
-    let own_cpu_before = own_cpu_before + procfs::cpu_seconds(std::process::id())? - own_cpu_paused;
 
     let started = Instant::now();
     let api = stack.api(&infra("DockerMachine"));
@@ -254,7 +242,7 @@ async fn lifecycle_in<T>(
         docker_calls,
         writes,
     };
-    Ok((run, between))
+    Ok(run)
 }
 
 /// A MachinePool scaled from 0 to `n`, until every DockerMachine of the pool is bootstrapped
