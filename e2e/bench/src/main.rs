@@ -1,8 +1,9 @@
 //! `capd-bench`: the provider against the raw Docker floor on the same machine, in one run.
 //!
-//! For each N, each repetition creates the floor's nodes and then the provider's, back to back,
-//! and deletes the floor's and then the provider's, so their ratio is paired and meaningful on a
-//! noisy machine. Prints a Markdown table (median [min–max]) and writes the same figures as JSON.
+//! For each N, each repetition creates the floor's nodes, stops them, creates the provider's,
+//! deletes the provider's and then removes the floor's, back to back, so their ratio is paired
+//! and meaningful on a noisy machine, and neither phase creates its nodes beside the other's
+//! running. Prints a Markdown table (median [min–max]) and writes the same figures as JSON.
 //! Run it through `hack/bench.sh`, which builds what it needs.
 //!
 //! With `--in-memory`, it runs the in-memory scale benchmark instead ([`inmemory`]): no Docker
