@@ -152,13 +152,7 @@ impl Floor {
     /// slower (at N = 300 a second floor beside the first took 1.20× as long, and one beside N
     /// stopped nodes 0.99×). They are removed only after the provider's phase (see `storage`).
     pub async fn set_aside(&self, names: &[String]) -> Result<Duration> {
-        let started = Instant::now();
-        futures::stream::iter(names.iter())
-            .map(|name| self.stop(name))
-            .buffer_unordered(self.concurrency.max(1))
-            .try_collect::<Vec<()>>()
-            .await?;
-        Ok(started.elapsed())
+        self.each(names, |name| self.stop(name)).await
     }
 
     async fn stop(&self, name: &str) -> Result<()> {
@@ -185,11 +179,25 @@ impl Floor {
 
     /// Deletes `names` concurrently; returns the time it took.
     pub async fn delete(&self, names: &[String]) -> Result<Duration> {
+        self.each(names, |name| async move {
+            self.runtime.delete_container(name).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Runs `op` for every one of `names`, as many at a time as the manager's concurrency;
+    /// returns the time it took.
+    async fn each<'a, F, Fut>(&self, names: &'a [String], op: F) -> Result<Duration>
+    where
+        F: FnMut(&'a String) -> Fut,
+        Fut: Future<Output = Result<()>>,
+    {
         let started = Instant::now();
-        futures::stream::iter(names.iter())
-            .map(|name| self.runtime.delete_container(name))
+        futures::stream::iter(names)
+            .map(op)
             .buffer_unordered(self.concurrency.max(1))
-            .try_collect::<Vec<_>>()
+            .try_collect::<Vec<()>>()
             .await?;
         Ok(started.elapsed())
     }
