@@ -121,7 +121,8 @@ async fn wait_bootstrapped(stack: &Stack, n: usize) -> Result<()> {
             &infra("DockerMachine"),
             PROVISION_TIMEOUT,
             "every DockerMachine to be bootstrapped",
-            |seen| seen.objects().filter(|dm| is_bootstrapped(dm)).count() >= n,
+            Seen::marking(is_bootstrapped),
+            |seen| seen.marked() >= n,
         )
         .await
 }
@@ -135,6 +136,7 @@ async fn cluster(stack: &Stack, w: &Workload, name: &str) -> Result<f64> {
             &infra("DockerCluster"),
             PROVISION_TIMEOUT,
             "the DockerCluster to be provisioned",
+            Seen::default(),
             |seen| {
                 seen.objects().any(|dc| {
                     dc.metadata.name.as_deref() == Some(name)
@@ -204,6 +206,7 @@ async fn lifecycle_in(
             &infra("DockerMachine"),
             PROVISION_TIMEOUT,
             "every DockerMachine to be gone",
+            Seen::default(),
             Seen::is_empty,
         )
         .await?;
@@ -361,6 +364,50 @@ mod tests {
             ("create events.events.k8s.io".to_string(), 20),
         ]);
         assert_eq!(manager_writes(counts).values().sum::<u64>(), 60);
+    }
+
+    fn machine(name: &str, bootstrapped: bool) -> kube::api::DynamicObject {
+        let status = if bootstrapped { "True" } else { "False" };
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "DockerMachine",
+            "metadata": {"name": name, "namespace": "default"},
+            "status": {
+                "initialization": {"provisioned": true},
+                "conditions": [{"type": "BootstrapCompleted", "status": status}]
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_bootstrapped_machines_are_counted_as_the_watch_tells_of_them() {
+        use kube::runtime::watcher::Event;
+        let mut seen = Seen::marking(is_bootstrapped);
+        assert!(!seen.apply(Event::Init));
+        assert!(!seen.apply(Event::InitApply(machine("m0", true))));
+        assert!(!seen.apply(Event::InitApply(machine("m1", false))));
+        assert!(seen.apply(Event::InitDone));
+        assert_eq!(seen.marked(), 1);
+        seen.apply(Event::Apply(machine("m1", true)));
+        seen.apply(Event::Apply(machine("m1", true)));
+        assert_eq!(seen.marked(), 2);
+        // A machine whose bootstrap is reported again as not completed no longer counts.
+        seen.apply(Event::Apply(machine("m0", false)));
+        assert_eq!(seen.marked(), 1);
+        seen.apply(Event::Delete(machine("m1", true)));
+        assert_eq!(seen.marked(), 0);
+        // A relisting (the watch restarted) counts afresh from what it lists.
+        seen.apply(Event::Init);
+        seen.apply(Event::InitApply(machine("m2", true)));
+        assert_eq!(
+            seen.marked(),
+            0,
+            "nothing counts before the listing is complete"
+        );
+        seen.apply(Event::InitDone);
+        assert_eq!(seen.marked(), 1);
+        assert_eq!(seen.objects().count(), 1);
     }
 
     #[test]

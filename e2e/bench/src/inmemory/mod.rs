@@ -457,6 +457,7 @@ async fn delete_all(stack: &Stack, kind: &str) -> Result<()> {
             &resource,
             TIMEOUT,
             &format!("every {kind} to be gone"),
+            Seen::default(),
             Seen::is_empty,
         )
         .await
