@@ -202,12 +202,15 @@ impl EngineWatcher {
                 () = self.shared.wake.notified() => {}
                 () = stop.cancelled() => return,
             }
+            // Listening for failed calls from before the ping, so that none falls between.
+            let mut failed = std::pin::pin!(self.shared.failed.notified());
+            failed.as_mut().enable();
             let Err(why) = self.ping().await else {
                 // Slow calls of the next `slow_call` are checked by one ping at its end (the
                 // wake they leave), a failed call at once.
                 tokio::select! {
                     () = tokio::time::sleep(self.timings.slow_call) => {}
-                    () = self.shared.failed.notified() => {}
+                    () = failed => {}
                     () = stop.cancelled() => return,
                 }
                 continue;
