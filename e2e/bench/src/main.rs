@@ -163,7 +163,15 @@ impl Cleanup {
             remove_cluster(&cluster);
         }
         for network in self.networks.drain(..) {
-            let _ = docker_cli(&["network", "rm", &network]);
+            // Docker 20.10 sometimes keeps endpoints of removed containers after hundreds of
+            // removals, and then refuses to remove their network: say so, since every network
+            // left takes one of the engine's address pools.
+            let (removed, _) = docker_cli(&["network", "rm", &network]);
+            if !removed && docker_cli(&["network", "inspect", &network]).0 {
+                eprintln!(
+                    "warning: the engine kept network {network} (`docker network rm {network}` failed); remove it by hand"
+                );
+            }
         }
     }
 }
