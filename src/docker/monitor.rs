@@ -393,16 +393,19 @@ mod tests {
         fake.calls().iter().filter(|c| **c == Call::Ping).count()
     }
 
+    /// How often the host facts were read.
+    fn host_reads(fake: &FakeRuntime) -> usize {
+        fake.calls()
+            .iter()
+            .filter(|c| **c == Call::HostInfo)
+            .count()
+    }
+
     #[tokio::test]
     async fn the_host_facts_are_read_once_and_again_after_the_engine_was_away() {
         let fake = FakeRuntime::new();
         let (runtime, mut reports, stop) = watched(&fake);
-        let reads = || {
-            fake.calls()
-                .iter()
-                .filter(|c| **c == Call::HostInfo)
-                .count()
-        };
+        let reads = || host_reads(&fake);
         let before = HostInfo {
             storage_driver: "overlay2".into(),
             ..Default::default()
@@ -576,17 +579,10 @@ mod tests {
         assert_eq!(pings(&fake), 3);
         stop.cancel();
         assert_eq!(next(&mut reports).await, None, "a busy engine is no outage");
-        let reads = fake
-            .calls()
-            .iter()
-            .filter(|c| **c == Call::HostInfo)
-            .count();
+        let reads = host_reads(&fake);
         runtime.host_info().await.unwrap();
         assert_eq!(
-            fake.calls()
-                .iter()
-                .filter(|c| **c == Call::HostInfo)
-                .count(),
+            host_reads(&fake),
             reads + 1,
             "the failed call made the host facts stale"
         );
@@ -601,13 +597,9 @@ mod tests {
         settle().await;
         assert_eq!(pings(&fake), 1);
         runtime.host_info().await.unwrap();
-        let reads = fake
-            .calls()
-            .iter()
-            .filter(|c| **c == Call::HostInfo)
-            .count();
         assert_eq!(
-            reads, 1,
+            host_reads(&fake),
+            1,
             "the engine that answered slowly is the one that was there"
         );
         stop.cancel();

@@ -219,8 +219,8 @@ impl Seen {
 
 impl Stack {
     /// Watches `resource` until `done` holds for its objects, gathered in `seen` (judged after
-    /// the watch's initial listing and after every change), for at most `timeout`. The moment it returns is the
-    /// moment the API server told of the change, not the next tick of a poll.
+    /// the watch's initial listing and after every change), for at most `timeout`. The moment
+    /// it returns is the moment the API server told of the change, not the next tick of a poll.
     pub async fn watch_until(
         &self,
         resource: &ApiResource,
