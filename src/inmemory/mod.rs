@@ -1,7 +1,10 @@
 //! Fake workload clusters for the `inMemory` backend of DevCluster and DevMachine: per cluster an
 //! in-memory object store and, once its first control plane's API server "starts", a TLS
 //! listener serving it as a Kubernetes API server (enough of one for Cluster API core, KCP and
-//! CABPK: discovery, get, list, watch, create, update, patch, delete; JSON only).
+//! CABPK: discovery, get, list, watch, create, update, patch, delete; JSON only). Lists and
+//! watches follow kube-apiserver's rules, streaming lists included (the `watchlist` crate, shared
+//! with the test API server): Cluster API core 1.13's informers sync on the initial-events-end
+//! bookmark.
 //!
 //! [`Clusters`] is the registry the controllers share: it hands out listener ports from a range
 //! in order (CAPD: 20000–24000), keeps the stores, and starts and stops the listeners.

@@ -25,6 +25,7 @@ use super::portforward;
 use super::resources::{self, ResourceType};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{Change, Filter, Store, StoreError};
+use watchlist::ListOptions;
 
 /// The Kubernetes version the fake API servers report.
 pub const KUBERNETES_VERSION: &str = "v1.34.0";
@@ -152,14 +153,16 @@ async fn handle(
     };
     match serve(&store, &method, &target, &query, &headers, &body) {
         Ok(Served::Object(code, object)) => json_response(code, &object),
-        Ok(Served::Watch(filter, since)) => watch(&store, &target, filter, since, &query, closed),
+        Ok(Served::Watch(filter, options)) => {
+            watch(&store, &target, filter, &options, &query, closed)
+        }
         Err(e) => error(&e),
     }
 }
 
 enum Served {
     Object(StatusCode, Value),
-    Watch(Filter, Option<u64>),
+    Watch(Filter, ListOptions),
 }
 
 fn filter(target: &Target, query: &HashMap<String, String>) -> Result<Filter, StoreError> {
@@ -219,14 +222,24 @@ fn serve(
     let ok = |object| Ok(Served::Object(StatusCode::OK, object));
     match (method.as_str(), target.name.as_deref()) {
         ("GET", Some(name)) => ok(store.get(resource, namespace, name)?),
-        ("GET", None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
-            let since = query
-                .get("resourceVersion")
-                .and_then(|v| v.parse::<u64>().ok())
-                .filter(|v| *v > 0);
-            Ok(Served::Watch(filter(target, query)?, since))
-        }
         ("GET", None) => {
+            let options = ListOptions::from_query(false, |k| {
+                query.get(k).map(String::as_str).filter(|v| !v.is_empty())
+            })
+            .map_err(StoreError::refused)?;
+            options.validate().map_err(StoreError::refused)?;
+            if options.watch {
+                return Ok(Served::Watch(filter(target, query)?, options));
+            }
+            // Any list is served at the current resourceVersion, which is "not older than" one
+            // the store has reached (no `Exact` reads of the past).
+            let asked = options.resource_version().map_err(StoreError::refused)?;
+            if asked > store.version() {
+                return Err(StoreError::refused(watchlist::too_large(
+                    asked,
+                    store.version(),
+                )));
+            }
             let (items, version) = store.list(resource, &filter(target, query)?);
             ok(json!({
                 "kind": format!("{}List", resource.kind),
@@ -276,44 +289,70 @@ fn serve(
 }
 
 fn event_line(change: &Change) -> Bytes {
-    let line = json!({"type": change.kind.as_str(), "object": change.object.as_ref()});
+    ndjson(&json!({"type": change.kind.as_str(), "object": change.object.as_ref()}))
+}
+
+fn ndjson(line: &Value) -> Bytes {
     Bytes::from(format!("{line}\n"))
 }
 
 /// A watch response: newline-delimited JSON events until `timeoutSeconds` (or
-/// [`DEFAULT_WATCH`]) pass, or the watcher falls too far behind (it then lists again).
+/// [`DEFAULT_WATCH`]) pass, or the watcher falls too far behind (it then lists again). Where it
+/// starts is [`ListOptions::start`]'s: a streaming list sends the current objects, then the
+/// initial-events-end bookmark when bookmarks are allowed. A start the store refuses (too new or
+/// too old a resourceVersion) is the stream's one `ERROR` event, as kube-apiserver sends it.
 fn watch(
     store: &Store,
     target: &Target,
     filter: Filter,
-    since: Option<u64>,
+    options: &ListOptions,
     query: &HashMap<String, String>,
     closed: CancellationToken,
 ) -> Response {
-    let subscription = store.watch(target.resource, since);
-    let plural = target.resource.plural;
+    let resource = target.resource;
+    let first: Vec<Bytes>;
+    let mut live = None;
+    match store.watch(resource, |current| options.start(current)) {
+        Ok(subscription) => {
+            let mut lines: Vec<Bytes> = subscription
+                .backlog
+                .iter()
+                .filter(|c| filter.matches(resource.plural, c))
+                .map(event_line)
+                .collect();
+            if let Some(version) = subscription.end_bookmark {
+                let object =
+                    watchlist::bookmark(&resource.api_version(), resource.kind, version, true);
+                lines.push(ndjson(&json!({"type": "BOOKMARK", "object": object})));
+            }
+            first = lines;
+            live = Some((subscription.live, subscription.after));
+        }
+        Err(refusal) => {
+            first = vec![ndjson(
+                &json!({"type": "ERROR", "object": refusal.status()}),
+            )];
+        }
+    }
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
         .map_or(DEFAULT_WATCH, Duration::from_secs);
     let deadline = tokio::time::Instant::now() + timeout;
-    let backlog: Vec<Bytes> = subscription
-        .backlog
-        .iter()
-        .filter(|c| filter.matches(plural, c))
-        .map(event_line)
-        .collect();
+    let plural = resource.plural;
     let live = futures::stream::unfold(
-        (subscription.live, filter, closed),
-        move |(mut receiver, filter, closed)| async move {
+        (live, filter, closed),
+        move |(live, filter, closed)| async move {
+            let (mut receiver, after) = live?;
             loop {
                 let next = tokio::select! {
                     () = closed.cancelled() => return None,
                     next = tokio::time::timeout_at(deadline, receiver.recv()) => next,
                 };
                 match next {
-                    Ok(Ok(change)) if filter.matches(plural, &change) => {
-                        return Some((event_line(&change), (receiver, filter, closed)));
+                    Ok(Ok(change)) if change.version > after && filter.matches(plural, &change) => {
+                        let state = (Some((receiver, after)), filter, closed);
+                        return Some((event_line(&change), state));
                     }
                     Ok(Ok(_)) => {}
                     Ok(Err(RecvError::Lagged(_) | RecvError::Closed)) | Err(_) => return None,
@@ -321,7 +360,7 @@ fn watch(
             }
         },
     );
-    let stream = futures::stream::iter(backlog)
+    let stream = futures::stream::iter(first)
         .chain(live)
         .map(Ok::<_, std::convert::Infallible>);
     (

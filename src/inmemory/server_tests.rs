@@ -233,3 +233,142 @@ async fn a_bootstrap_token_secret_created_in_protobuf_reads_back_as_json() {
         .unwrap_err();
     assert_eq!(refused(broken), (400, "BadRequest".into()));
 }
+
+async fn next(
+    events: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Node>>>,
+) -> WatchEvent<Node> {
+    tokio::time::timeout(std::time::Duration::from_secs(5), events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+}
+
+/// Cluster API core 1.13 (client-go 0.35, `WatchListClient` on) lists with a streaming list and
+/// counts its caches synced only at the bookmark annotated `k8s.io/initial-events-end`: the
+/// initial objects come as ADDED, then that bookmark at the resourceVersion they were read at,
+/// then the changes after it. kube-runtime's watcher in streaming-list mode waits for the same
+/// bookmark before it says `InitDone`.
+#[tokio::test]
+async fn a_streaming_list_sends_the_objects_then_the_initial_events_end_bookmark() {
+    use kube::runtime::watcher;
+
+    let port = free_port();
+    let clusters = Clusters::new("127.0.0.1".into(), port..=port);
+    let cluster = clusters.ensure("ns/c1", None).unwrap();
+    let nodes = resources::find("", "v1", "nodes").unwrap();
+    for name in ["m1", "m2"] {
+        cluster
+            .store
+            .create(
+                nodes,
+                "",
+                super::objects::node(name, false, "2026-01-01T00:00:00Z"),
+            )
+            .unwrap();
+    }
+    let read_at = cluster.store.version();
+    clusters
+        .start_api_server(&cluster, CA_CRT, CA_KEY)
+        .await
+        .unwrap();
+    let client = client(port);
+    let node_api: Api<Node> = Api::all(client.clone());
+
+    let mut events = node_api
+        .watch(&WatchParams::streaming_lists(), "")
+        .await
+        .unwrap()
+        .boxed();
+    let mut added = Vec::new();
+    for _ in 0..2 {
+        match next(&mut events).await {
+            WatchEvent::Added(node) => added.push(node.metadata.name.unwrap()),
+            other => panic!("expected an initial ADDED event, got {other:?}"),
+        }
+    }
+    assert_eq!(added, ["m1", "m2"]);
+    match next(&mut events).await {
+        WatchEvent::Bookmark(bookmark) => {
+            assert_eq!(
+                bookmark
+                    .metadata
+                    .annotations
+                    .get("k8s.io/initial-events-end"),
+                Some(&"true".to_string())
+            );
+            assert_eq!(bookmark.metadata.resource_version, read_at.to_string());
+            assert_eq!(bookmark.types.kind, "Node");
+        }
+        other => panic!("expected the initial-events-end bookmark, got {other:?}"),
+    }
+    cluster
+        .store
+        .create(
+            nodes,
+            "",
+            super::objects::node("m3", false, "2026-01-01T00:00:00Z"),
+        )
+        .unwrap();
+    match next(&mut events).await {
+        WatchEvent::Added(node) => assert_eq!(node.metadata.name.as_deref(), Some("m3")),
+        other => panic!("expected the live ADDED event, got {other:?}"),
+    }
+
+    let mut informer = watcher(node_api, watcher::Config::default().streaming_lists()).boxed();
+    let synced = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let mut seen = 0;
+        loop {
+            match informer.try_next().await.unwrap().unwrap() {
+                watcher::Event::InitApply(_) => seen += 1,
+                watcher::Event::InitDone => return seen,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("the streaming list ends with InitDone");
+    assert_eq!(synced, 3);
+}
+
+/// kube-apiserver refuses `sendInitialEvents` on a plain list, and on a watch without
+/// `resourceVersionMatch=NotOlderThan`, with 422 Invalid on `ListOptions.meta.k8s.io`.
+#[tokio::test]
+async fn an_illegal_streaming_list_is_refused_as_kube_apiserver_refuses_it() {
+    let port = free_port();
+    let clusters = Clusters::new("127.0.0.1".into(), port..=port);
+    let cluster = clusters.ensure("ns/c1", None).unwrap();
+    clusters
+        .start_api_server(&cluster, CA_CRT, CA_KEY)
+        .await
+        .unwrap();
+    let client = client(port);
+    let refused = |query: &'static str| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::get(format!("/api/v1/nodes?{query}"))
+                .body(Vec::new())
+                .unwrap();
+            match client.request::<serde_json::Value>(request).await {
+                Err(kube::Error::Api(status)) => (status.code, status.reason, status.message),
+                other => panic!("{query} was not refused: {other:?}"),
+            }
+        }
+    };
+    assert_eq!(
+        refused("sendInitialEvents=true").await,
+        (
+            422,
+            "Invalid".into(),
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list".into()
+        )
+    );
+    assert_eq!(
+        refused("watch=true&sendInitialEvents=true&allowWatchBookmarks=true").await,
+        (
+            422,
+            "Invalid".into(),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into()
+        )
+    );
+}

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
+use watchlist::{Refusal, Start};
 
 use super::resources::ResourceType;
 use super::selectors::{FieldSelector, LabelSelector};
@@ -34,9 +35,17 @@ pub enum StoreError {
     /// The request body is in a format this server does not read (415).
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// A list or watch kube-apiserver refuses, with its own code and `Status`.
+    #[error("{}", .0.message)]
+    Refused(Box<Refusal>),
 }
 
 impl StoreError {
+    /// A refusal of kube-apiserver's list and watch rules.
+    pub fn refused(refusal: Refusal) -> Self {
+        Self::Refused(Box::new(refusal))
+    }
+
     /// HTTP status code.
     pub fn code(&self) -> u16 {
         match self {
@@ -44,6 +53,7 @@ impl StoreError {
             Self::AlreadyExists(_) | Self::Conflict(_) => 409,
             Self::Invalid(_) => 400,
             Self::UnsupportedMediaType(_) => 415,
+            Self::Refused(refusal) => refusal.code,
         }
     }
 
@@ -55,11 +65,15 @@ impl StoreError {
             Self::Conflict(_) => "Conflict",
             Self::Invalid(_) => "BadRequest",
             Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            Self::Refused(refusal) => refusal.reason,
         }
     }
 
     /// The error as a `Status` object.
     pub fn status(&self) -> Value {
+        if let Self::Refused(refusal) = self {
+            return refusal.status();
+        }
         json!({
             "kind": "Status",
             "apiVersion": "v1",
@@ -140,6 +154,9 @@ struct State {
     version: u64,
     objects: BTreeMap<Key, Value>,
     history: VecDeque<Change>,
+    /// The resourceVersion of the newest change dropped from `history` (0: none yet); a watch
+    /// from an older one would miss changes.
+    forgotten: u64,
 }
 
 /// The objects of one fake cluster.
@@ -155,12 +172,19 @@ impl Default for Store {
     }
 }
 
-/// A watch started at a resourceVersion: the changes since then, and the live ones after.
+/// A started watch: what it sends first, and the changes to come.
 #[derive(Debug)]
 pub struct Subscription {
-    /// Changes the watch has missed (or, from no resourceVersion, the current objects as
-    /// `ADDED`), already filtered by resource but not by the [`Filter`].
+    /// The changes after the resourceVersion the watch started from, or, for a
+    /// [`Start::Snapshot`], the current objects as `ADDED`; filtered by resource but not by the
+    /// [`Filter`].
     pub backlog: Vec<Change>,
+    /// For a snapshot that ends with the initial-events-end bookmark, the resourceVersion the
+    /// snapshot was read at (the bookmark's).
+    pub end_bookmark: Option<u64>,
+    /// Live changes up to this resourceVersion are not sent (a watch from a resourceVersion
+    /// the store has not reached yet).
+    pub after: u64,
     /// Changes to come.
     pub live: broadcast::Receiver<Change>,
 }
@@ -220,8 +244,10 @@ impl Store {
             version: state.version,
             object: Arc::new(object),
         };
-        if state.history.len() == HISTORY {
-            state.history.pop_front();
+        if state.history.len() == HISTORY
+            && let Some(dropped) = state.history.pop_front()
+        {
+            state.forgotten = dropped.version;
         }
         state.history.push_back(change.clone());
         // No receiver is not an error: nobody watches.
@@ -484,32 +510,52 @@ impl Store {
         Ok(object)
     }
 
-    /// Starts a watch of `resource`: from `since` (a resourceVersion) the changes after it
-    /// that the history still holds; without one, the current objects as `ADDED`.
-    pub fn watch(&self, resource: &ResourceType, since: Option<u64>) -> Subscription {
+    /// Starts a watch of `resource` where `start` says, given the current resourceVersion
+    /// ([`watchlist::ListOptions::start`]): the current objects, or the changes after a
+    /// resourceVersion that the history still holds.
+    ///
+    /// # Errors
+    /// What `start` refuses, or [`watchlist::expired`] for changes the history no longer holds.
+    pub fn watch(
+        &self,
+        resource: &ResourceType,
+        start: impl FnOnce(u64) -> Result<Start, Refusal>,
+    ) -> Result<Subscription, Refusal> {
         let state = self.state();
         let live = self.changes.subscribe();
-        let backlog = match since {
-            Some(since) => state
-                .history
-                .iter()
-                .filter(|c| c.version > since && c.resource == resource.plural)
-                .cloned()
-                .collect(),
-            None => state
-                .objects
-                .iter()
-                .filter(|(key, _)| key.0 == resource.plural)
-                .map(|(key, object)| Change {
-                    kind: EventType::Added,
-                    resource: key.0,
-                    namespace: key.1.clone(),
-                    version: state.version,
-                    object: Arc::new(object.clone()),
-                })
-                .collect(),
-        };
-        Subscription { backlog, live }
+        match start(state.version)? {
+            Start::Snapshot { end_bookmark } => Ok(Subscription {
+                backlog: state
+                    .objects
+                    .iter()
+                    .filter(|(key, _)| key.0 == resource.plural)
+                    .map(|(key, object)| Change {
+                        kind: EventType::Added,
+                        resource: key.0,
+                        namespace: key.1.clone(),
+                        version: state.version,
+                        object: Arc::new(object.clone()),
+                    })
+                    .collect(),
+                end_bookmark: end_bookmark.then_some(state.version),
+                after: state.version,
+                live,
+            }),
+            Start::After(since) if since < state.forgotten => {
+                Err(watchlist::expired(since, state.forgotten))
+            }
+            Start::After(since) => Ok(Subscription {
+                backlog: state
+                    .history
+                    .iter()
+                    .filter(|c| c.version > since && c.resource == resource.plural)
+                    .cloned()
+                    .collect(),
+                end_bookmark: None,
+                after: since,
+                live,
+            }),
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use super::resources::{self, ResourceType};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{EventType, Filter, Store, StoreError};
 use super::{Clusters, InMemoryError};
+use watchlist::Start;
 
 fn nodes() -> &'static ResourceType {
     resources::find("", "v1", "nodes").unwrap()
@@ -136,7 +137,7 @@ async fn a_watch_replays_from_its_resource_version_then_follows() {
         .create(nodes(), "", json!({"metadata": {"name": "n2"}}))
         .unwrap();
     let since: u64 = version(&first).parse().unwrap();
-    let mut subscription = store.watch(nodes(), Some(since));
+    let mut subscription = store.watch(nodes(), |_| Ok(Start::After(since))).unwrap();
     let replayed: Vec<&str> = subscription
         .backlog
         .iter()
@@ -149,9 +150,12 @@ async fn a_watch_replays_from_its_resource_version_then_follows() {
     assert_eq!(change.kind, EventType::Deleted);
     assert_eq!(change.object["metadata"]["name"], "n1");
 
-    let from_now = store.watch(nodes(), None);
-    assert_eq!(from_now.backlog.len(), 1, "n2 as ADDED");
-    assert_eq!(from_now.backlog[0].kind, EventType::Added);
+    let snapshot = store
+        .watch(nodes(), |_| Ok(Start::Snapshot { end_bookmark: true }))
+        .unwrap();
+    assert_eq!(snapshot.backlog.len(), 1, "n2 as ADDED");
+    assert_eq!(snapshot.backlog[0].kind, EventType::Added);
+    assert_eq!(snapshot.end_bookmark, Some(store.version()));
 }
 
 #[test]
@@ -272,4 +276,39 @@ fn a_new_cluster_has_the_three_namespaces() {
         .collect();
     names.sort_unstable();
     assert_eq!(names, ["default", "kube-public", "kube-system"]);
+}
+
+#[test]
+fn a_watch_from_a_version_the_history_no_longer_holds_is_expired() {
+    let store = Store::new();
+    let first = store
+        .create(nodes(), "", json!({"metadata": {"name": "n0"}}))
+        .unwrap();
+    for _ in 0..4096 {
+        store
+            .patch(
+                nodes(),
+                "",
+                "n0",
+                &json!({"metadata": {"labels": {"x": version(&first)}}}),
+                patch::merge,
+            )
+            .ok();
+        store
+            .patch(
+                nodes(),
+                "",
+                "n0",
+                &json!({"metadata": {"labels": {"x": "y"}}}),
+                patch::merge,
+            )
+            .ok();
+    }
+    let since: u64 = version(&first).parse().unwrap();
+    let refused = store
+        .watch(nodes(), |_| Ok(Start::After(since)))
+        .unwrap_err();
+    assert_eq!((refused.code, refused.reason), (410, "Expired"));
+    let current = store.version();
+    assert!(store.watch(nodes(), |_| Ok(Start::After(current))).is_ok());
 }

@@ -187,6 +187,16 @@ impl ApiError {
         }
     }
 
+    /// A refusal of the list and watch rules shared with the in-memory backend (`watchlist`).
+    pub fn refused(refusal: watchlist::Refusal) -> Self {
+        ApiError {
+            code: refusal.code,
+            reason: refusal.reason.to_string(),
+            message: refusal.message,
+            details: refusal.details,
+        }
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         let message = message.into();

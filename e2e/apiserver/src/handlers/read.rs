@@ -70,6 +70,9 @@ fn sort_key(object: &Value) -> String {
 
 /// LIST, with selectors and `limit`/`continue` pagination over a consistent snapshot.
 pub async fn list(shared: &Shared, req: &Req) -> ApiResult<Response> {
+    let options =
+        watchlist::ListOptions::from_query(false, |k| req.param(k)).map_err(ApiError::refused)?;
+    options.validate().map_err(ApiError::refused)?;
     let selectors = Selectors::parse(req)?;
     let limit: Option<usize> = match req.param("limit") {
         Some(l) => Some(
@@ -87,23 +90,9 @@ pub async fn list(shared: &Shared, req: &Req) -> ApiResult<Response> {
             let snapshot = store.snapshot(&key, rv).ok_or_else(expired_continue)?;
             (rv, snapshot, Some(start))
         } else {
-            if let Some(asked) = req
-                .param("resourceVersion")
-                .and_then(|r| r.parse::<u64>().ok())
-                && asked > store.rv()
-            {
-                let mut err = ApiError::new(
-                    504,
-                    "Timeout",
-                    format!(
-                        "Too large resource version: {asked}, current: {}",
-                        store.rv()
-                    ),
-                );
-                err.details = Some(
-                    json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1}),
-                );
-                return Err(err);
+            let asked = options.resource_version().map_err(ApiError::refused)?;
+            if asked > store.rv() {
+                return Err(ApiError::refused(watchlist::too_large(asked, store.rv())));
             }
             let rv = store.rv();
             let snapshot = Arc::new(store.list(&key, None));

@@ -105,10 +105,6 @@ impl Watch {
     async fn send_bookmark(&mut self, tx: &Tx, rv: u64, initial_end: bool) -> bool {
         let rv = rv.max(self.last_rv);
         self.last_rv = rv;
-        let mut metadata = json!({"resourceVersion": rv.to_string()});
-        if initial_end {
-            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-        }
         // A metadata-only watch gets its bookmarks as PartialObjectMetadata too, as every other
         // event: client-go decodes them all into that one type.
         let (kind, api_version) = if self.req.partial && self.req.table.is_none() {
@@ -119,11 +115,7 @@ impl Watch {
         } else {
             (self.req.def.kind.clone(), self.req.api_version())
         };
-        let object = json!({
-            "kind": kind,
-            "apiVersion": api_version,
-            "metadata": metadata,
-        });
+        let object = watchlist::bookmark(&api_version, &kind, rv, initial_end);
         send_line(tx, &json!({"type": "BOOKMARK", "object": object})).await
     }
 }
@@ -137,20 +129,12 @@ async fn send_line(tx: &Tx, v: &Value) -> bool {
 /// WATCH of a resource.
 pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
     let selectors = Selectors::parse(req)?;
-    let bookmarks = req.flag("allowWatchBookmarks");
-    let send_initial = req.param("sendInitialEvents") == Some("true");
-    if send_initial && (!bookmarks || req.param("resourceVersionMatch") != Some("NotOlderThan")) {
-        return Err(ApiError::invalid(
-            "ListOptions",
-            "meta.k8s.io",
-            "",
-            vec![crate::error::cause(
-                "FieldValueForbidden",
-                "sendInitialEvents",
-                "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled and allowWatchBookmarks is true and resourceVersionMatch is NotOlderThan",
-            )],
-        ));
-    }
+    // Where the watch starts, and what kube-apiserver refuses, are the rules shared with the
+    // in-memory backend (the `watchlist` crate).
+    let options = watchlist::ListOptions::from_query(req.watch_prefix, |k| req.param(k))
+        .map_err(ApiError::refused)?;
+    options.validate().map_err(ApiError::refused)?;
+    let bookmarks = options.allow_watch_bookmarks;
     let timeout = match req.param("timeoutSeconds") {
         Some(t) => Duration::from_secs(
             t.parse()
@@ -163,27 +147,22 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
     let current = store.rv();
     let mut initial: Vec<Arc<Value>> = Vec::new();
     let mut replay: Vec<Arc<StoreEvent>> = Vec::new();
-    let mut expired: Option<ApiError> = None;
+    let mut refused: Option<ApiError> = None;
     let mut start = current;
-    match req.param("resourceVersion") {
-        _ if send_initial => initial = store.list(&key, req.namespace.as_deref()),
-        None | Some("0") => initial = store.list(&key, req.namespace.as_deref()),
-        Some(rv) => {
-            let rv: u64 = rv
-                .parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
-            match store.events_since(&key, rv) {
-                Ok(events) => {
-                    replay = events;
-                    start = rv;
-                }
-                Err(oldest) => {
-                    expired = Some(ApiError::expired(format!(
-                        "too old resource version: {rv} ({oldest})"
-                    )));
-                }
-            }
+    let mut end_bookmark = false;
+    match options.start(current) {
+        Ok(watchlist::Start::Snapshot { end_bookmark: end }) => {
+            initial = store.list(&key, req.namespace.as_deref());
+            end_bookmark = end;
         }
+        Ok(watchlist::Start::After(rv)) => match store.events_since(&key, rv) {
+            Ok(events) => {
+                replay = events;
+                start = rv;
+            }
+            Err(oldest) => refused = Some(ApiError::refused(watchlist::expired(rv, oldest))),
+        },
+        Err(too_large) => refused = Some(ApiError::refused(too_large)),
     }
     let mut rx = store.subscribe(&key);
     drop(store);
@@ -199,7 +178,7 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
     let bookmark_every = shared.bookmark_interval;
     let mut dropped = shared.watch_epoch.subscribe();
     tokio::spawn(async move {
-        if let Some(err) = expired {
+        if let Some(err) = refused {
             send_line(&tx, &json!({"type": "ERROR", "object": err.status()})).await;
             return;
         }
@@ -212,7 +191,7 @@ pub async fn watch(shared: &Arc<Shared>, req: &Req) -> ApiResult<Response> {
         if replay.is_empty() {
             w.last_rv = w.last_rv.max(current);
         }
-        if send_initial && !w.send_bookmark(&tx, current, true).await {
+        if end_bookmark && !w.send_bookmark(&tx, current, true).await {
             return;
         }
         for event in &replay {

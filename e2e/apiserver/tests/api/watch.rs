@@ -390,3 +390,44 @@ async fn controller_reconciles_objects() {
     assert!(seen.load(Ordering::SeqCst) >= 1);
     task.abort();
 }
+
+/// The list and watch rules shared with the in-memory backend: kube-apiserver's 422 for
+/// `sendInitialEvents` on a list, and the one `ERROR` event (504, `ResourceVersionTooLarge`) for
+/// initial events asked from beyond the current resourceVersion, after which client-go streams
+/// again from `""`.
+#[tokio::test]
+async fn illegal_or_future_streaming_lists_are_refused_as_kube_apiserver_refuses_them() {
+    let (_h, client) = start().await;
+    let request =
+        http::Request::get("/api/v1/namespaces/default/configmaps?sendInitialEvents=true")
+            .body(Vec::new())
+            .unwrap();
+    match client.request::<serde_json::Value>(request).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422);
+            assert_eq!(
+                status.message,
+                "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"
+            );
+        }
+        other => panic!("a list with sendInitialEvents was not refused: {other:?}"),
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let events: Vec<_> = cms
+        .watch(&WatchParams::streaming_lists(), "999999")
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    match events.as_slice() {
+        [Ok(WatchEvent::Error(status))] => {
+            assert_eq!(status.code, 504);
+            assert!(
+                status
+                    .message
+                    .starts_with("Too large resource version: 999999")
+            );
+        }
+        other => panic!("expected one ERROR event, got {other:?}"),
+    }
+}
