@@ -38,9 +38,28 @@ pub fn provider_id(machine: &str) -> String {
     format!("in-memory://{machine}")
 }
 
-/// The Node of machine `name`: Ready, with its provider ID, labelled control plane when it is
-/// one.
-pub fn node(name: &str, control_plane: bool, now: &str) -> Value {
+/// The `NoSchedule` taint kubeadm puts on control plane Nodes (CAPD 1.14's in-memory Nodes
+/// carry it too).
+pub const CONTROL_PLANE_TAINT: &str = "node-role.kubernetes.io/control-plane";
+
+/// An image tag for a Kubernetes version: characters a tag cannot hold (`+` of build metadata)
+/// become `_`, as Cluster API's `SemverToOCIImageTag`.
+pub fn oci_tag(version: &str) -> String {
+    version
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The Node of machine `name`: Ready, with its provider ID and its kubelet at the Machine's
+/// `kubelet_version`; a control plane's is labelled and tainted `NoSchedule` as kubeadm does.
+pub fn node(name: &str, control_plane: bool, kubelet_version: &str, now: &str) -> Value {
     let condition = |type_: &str, status: &str, reason: &str| {
         json!({
             "type": type_, "status": status, "reason": reason,
@@ -52,11 +71,15 @@ pub fn node(name: &str, control_plane: bool, now: &str) -> Value {
     if control_plane {
         labels.insert(CONTROL_PLANE_NODE_LABEL.into(), json!(""));
     }
+    let mut spec = json!({"providerID": provider_id(name)});
+    if control_plane {
+        spec["taints"] = json!([{"key": CONTROL_PLANE_TAINT, "effect": "NoSchedule"}]);
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
-        "spec": {"providerID": provider_id(name)},
+        "spec": spec,
         "status": {
             "conditions": [
                 condition("Ready", "True", "KubeletReady"),
@@ -64,7 +87,7 @@ pub fn node(name: &str, control_plane: bool, now: &str) -> Value {
                 condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
                 condition("PIDPressure", "False", "KubeletHasSufficientPID"),
             ],
-            "nodeInfo": {"kubeletVersion": super::server::KUBERNETES_VERSION},
+            "nodeInfo": {"kubeletVersion": kubelet_version},
         },
     })
 }
@@ -111,7 +134,8 @@ pub fn random_etcd_id() -> String {
 
 /// What `kubeadm init` leaves in a cluster that Cluster API reads or updates, by resource
 /// plural: the `kubeadm-config` ConfigMap, the `kubeadm:get-nodes` ClusterRole and binding, the
-/// `kube-proxy` DaemonSet and the `coredns` ConfigMap and Deployment.
+/// `kube-proxy` DaemonSet (its image tagged [`oci_tag`] of the version) and the `coredns`
+/// ConfigMap and Deployment.
 pub fn kubeadm_objects(kubernetes_version: &str) -> Vec<(&'static str, Value)> {
     let cluster_configuration = format!(
         "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: {kubernetes_version}\n"
@@ -158,7 +182,7 @@ pub fn kubeadm_objects(kubernetes_version: &str) -> Vec<(&'static str, Value)> {
                         "metadata": {"labels": labels("kube-proxy")},
                         "spec": {"containers": [{
                             "name": "kube-proxy",
-                            "image": format!("registry.k8s.io/kube-proxy:{kubernetes_version}"),
+                            "image": format!("registry.k8s.io/kube-proxy:{}", oci_tag(kubernetes_version)),
                         }]},
                     },
                 },

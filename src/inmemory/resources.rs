@@ -83,6 +83,20 @@ pub const RESOURCES: &[ResourceType] = &[
         "VolumeAttachment",
         false,
     ),
+    // Served by CAPD 1.14's fake API server (its const.go discovery and in-memory scheme).
+    resource("storage.k8s.io", "csidrivers", "CSIDriver", false),
+    resource(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+    ),
+    resource(
+        "policy",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+    ),
 ];
 
 /// The resource of `group`/`version` named `plural`.

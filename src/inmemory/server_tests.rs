@@ -49,7 +49,7 @@ async fn a_kube_client_trusting_the_cluster_ca_lists_nodes_and_watches_pods() {
         .create(
             nodes,
             "",
-            super::objects::node("m1", true, "2026-01-01T00:00:00Z"),
+            super::objects::node("m1", true, "v1.35.1", "2026-01-01T00:00:00Z"),
         )
         .unwrap();
     clusters
@@ -67,6 +67,41 @@ async fn a_kube_client_trusting_the_cluster_ca_lists_nodes_and_watches_pods() {
         .unwrap();
     assert!(discovery.has_group("apps"));
     assert!(discovery.has_group("rbac.authorization.k8s.io"));
+    // What CAPD 1.14's fake API server added: CSIDrivers, CRDs and PodDisruptionBudgets.
+    for (group, kind) in [
+        ("storage.k8s.io", "CSIDriver"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("policy", "PodDisruptionBudget"),
+        ("", "ServiceAccount"),
+    ] {
+        let found = discovery.get(group).is_some_and(|g| {
+            g.recommended_resources()
+                .iter()
+                .any(|(r, _)| r.kind == kind)
+        });
+        assert!(found, "{group}/{kind} is discovered");
+    }
+    let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(client.clone(), "kube-system");
+    budgets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "coredns"}, "spec": {"minAvailable": 1}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        budgets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
     // Core lists VolumeAttachments while a Machine's deletion waits for volumes to detach.
     let attachments: Api<kube::api::DynamicObject> = Api::all_with(
         client.clone(),
@@ -263,7 +298,7 @@ async fn a_streaming_list_sends_the_objects_then_the_initial_events_end_bookmark
             .create(
                 nodes,
                 "",
-                super::objects::node(name, false, "2026-01-01T00:00:00Z"),
+                super::objects::node(name, false, "v1.35.1", "2026-01-01T00:00:00Z"),
             )
             .unwrap();
     }
@@ -307,7 +342,7 @@ async fn a_streaming_list_sends_the_objects_then_the_initial_events_end_bookmark
         .create(
             nodes,
             "",
-            super::objects::node("m3", false, "2026-01-01T00:00:00Z"),
+            super::objects::node("m3", false, "v1.35.1", "2026-01-01T00:00:00Z"),
         )
         .unwrap();
     match next(&mut events).await {

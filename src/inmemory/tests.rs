@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use super::objects;
 use super::patch;
 use super::resources::{self, ResourceType};
 use super::selectors::{FieldSelector, LabelSelector};
@@ -311,4 +312,35 @@ fn a_watch_from_a_version_the_history_no_longer_holds_is_expired() {
     assert_eq!((refused.code, refused.reason), (410, "Expired"));
     let current = store.version();
     assert!(store.watch(nodes(), |_| Ok(Start::After(current))).is_ok());
+}
+
+#[test]
+fn a_control_plane_node_is_tainted_and_every_node_runs_the_machines_version() {
+    let control_plane = objects::node("cp1", true, "v1.35.1", "2026-01-01T00:00:00Z");
+    assert_eq!(
+        control_plane["spec"]["taints"],
+        json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}])
+    );
+    assert_eq!(
+        control_plane["status"]["nodeInfo"]["kubeletVersion"],
+        "v1.35.1"
+    );
+    let worker = objects::node("w1", false, "v1.34.2", "2026-01-01T00:00:00Z");
+    assert!(worker["spec"]["taints"].is_null());
+    assert_eq!(worker["status"]["nodeInfo"]["kubeletVersion"], "v1.34.2");
+}
+
+#[test]
+fn kube_proxys_image_tag_is_the_version_made_a_valid_tag() {
+    assert_eq!(objects::oci_tag("v1.35.0+build.1"), "v1.35.0_build.1");
+    assert_eq!(objects::oci_tag("v1.34.0-rc.1"), "v1.34.0-rc.1");
+    let objects = objects::kubeadm_objects("v1.35.0+build.1");
+    let image = objects
+        .iter()
+        .find(|(plural, _)| *plural == "daemonsets")
+        .map(|(_, ds)| ds["spec"]["template"]["spec"]["containers"][0]["image"].clone());
+    assert_eq!(
+        image,
+        Some(json!("registry.k8s.io/kube-proxy:v1.35.0_build.1"))
+    );
 }

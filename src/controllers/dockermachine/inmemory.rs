@@ -264,7 +264,12 @@ pub async fn reconcile_normal(
             &fake,
             &key,
             "nodes",
-            objects::node(&name, control_plane, &now_text()),
+            objects::node(
+                &name,
+                control_plane,
+                machine.spec.version.as_deref().unwrap_or_default(),
+                &now_text(),
+            ),
         )?;
     }
     if plan.etcd
@@ -293,7 +298,11 @@ pub async fn reconcile_normal(
                 objects::static_pod(component, &name, json!({})),
             )?;
         }
-        let version = machine.spec.version.as_deref().unwrap_or("v1.34.0");
+        let version = machine
+            .spec
+            .version
+            .as_deref()
+            .unwrap_or(crate::inmemory::server::KUBERNETES_VERSION);
         for (plural, object) in objects::kubeadm_objects(version) {
             ensure(&fake, &key, plural, object)?;
         }

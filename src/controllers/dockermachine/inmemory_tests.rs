@@ -495,11 +495,38 @@ mod reconcile {
         let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
         config.accept_invalid_certs = true;
         let workload = kube::Client::try_from(config).unwrap();
-        let node = Api::<Node>::all(workload).get("cp1").await.unwrap();
+        let node = Api::<Node>::all(workload.clone()).get("cp1").await.unwrap();
         assert!(
             node.labels()
                 .contains_key("node-role.kubernetes.io/control-plane")
         );
+        // As CAPD 1.14: the control plane's Node is tainted NoSchedule, and its kubelet is at
+        // the Machine's version, as is kube-proxy's image.
+        let taints = node.spec.clone().and_then(|s| s.taints).unwrap_or_default();
+        assert_eq!(
+            taints
+                .iter()
+                .map(|t| (t.key.as_str(), t.effect.as_str()))
+                .collect::<Vec<_>>(),
+            [("node-role.kubernetes.io/control-plane", "NoSchedule")]
+        );
+        assert_eq!(
+            node.status
+                .and_then(|s| s.node_info)
+                .map(|i| i.kubelet_version),
+            Some("v1.31.2".into())
+        );
+        let kube_proxy =
+            Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(workload, "kube-system")
+                .get("kube-proxy")
+                .await
+                .unwrap();
+        let image = kube_proxy
+            .spec
+            .and_then(|s| s.template.spec)
+            .and_then(|s| s.containers.into_iter().next())
+            .and_then(|c| c.image);
+        assert_eq!(image.as_deref(), Some("registry.k8s.io/kube-proxy:v1.31.2"));
 
         // A manager restart loses the fake clusters: the next pass makes the Node and the API
         // server again, on the endpoint's port, without writing to the DevMachine.
