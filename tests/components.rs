@@ -191,6 +191,9 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         ("cluster.x-k8s.io", "machines", "list"),
         ("cluster.x-k8s.io", "machinepools", "watch"),
         ("cluster.x-k8s.io", "machines", "delete"),
+        // The in-memory backend, as CAPD 1.14: the kubeconfig Secret pointed at the manager's
+        // new address.
+        ("", "secrets", "patch"),
         ("", "secrets", "get"),
         ("", "configmaps", "get"),
         // The contract: read access to every type the provider defines.

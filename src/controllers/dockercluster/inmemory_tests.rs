@@ -86,3 +86,78 @@ async fn an_in_memory_cluster_gets_the_next_port_as_its_endpoint_and_frees_it_wh
         "the port is free again"
     );
 }
+
+/// After a restart on another address (a new pod IP), the endpoint follows the manager, and the
+/// `<cluster>-kubeconfig` Secret core wrote from the old one is rewritten to it, as CAPD 1.14
+/// does; its other clusters, users and contexts stay as they were.
+#[tokio::test]
+async fn a_new_manager_address_moves_the_endpoint_and_the_kubeconfig_server() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+
+    let (_server, client) = api().await;
+    let mut ctx = test_context_on(FakeRuntime::new(), client.clone());
+    let ports = crate::inmemory::free_ports(1);
+    let port = *ports.start();
+    ctx.in_memory = Arc::new(Clusters::new("10.0.0.9".into(), ports));
+    let mut before = dev_cluster("c1");
+    before.spec.control_plane_endpoint.host = "10.0.0.1".into();
+    before.spec.control_plane_endpoint.port = i32::from(port);
+    let api: Api<DevCluster> = Api::namespaced(client.clone(), NAMESPACE);
+    let created = api.create(&PostParams::default(), &before).await.unwrap();
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c1\n  cluster:\n    certificate-authority-data: Q0E=\n    server: https://10.0.0.1:{port}\n- name: other\n  cluster:\n    server: https://other:6443\ncontexts:\n- name: c1-admin@c1\n  context:\n    cluster: c1\n    user: c1-admin\ncurrent-context: c1-admin@c1\nusers:\n- name: c1-admin\n  user:\n    token: t\n"
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let secret = Secret {
+        metadata: kube::core::ObjectMeta {
+            name: Some("c1-kubeconfig".into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "value".into(),
+            ByteString(kubeconfig.into_bytes()),
+        )])),
+        ..Default::default()
+    };
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    inmemory::reconcile_normal(&ctx, &created.view().unwrap(), "c1")
+        .await
+        .unwrap();
+
+    let after = api.get("c1").await.unwrap();
+    assert_eq!(after.spec.control_plane_endpoint.host, "10.0.0.9");
+    assert_eq!(after.spec.control_plane_endpoint.port, i32::from(port));
+    let data = secrets.get("c1-kubeconfig").await.unwrap().data.unwrap();
+    let config: serde_json::Value =
+        serde_saphyr::from_str(std::str::from_utf8(&data["value"].0).unwrap()).unwrap();
+    assert_eq!(
+        config["clusters"][0]["cluster"]["server"],
+        format!("https://10.0.0.9:{port}")
+    );
+    assert_eq!(
+        config["clusters"][0]["cluster"]["certificate-authority-data"],
+        "Q0E="
+    );
+    assert_eq!(
+        config["clusters"][1]["cluster"]["server"],
+        "https://other:6443"
+    );
+    assert_eq!(config["users"][0]["user"]["token"], "t");
+    assert_eq!(config["current-context"], "c1-admin@c1");
+}
+
+#[test]
+fn a_kubeconfig_without_the_clusters_entry_is_an_error_and_a_current_one_is_left_alone() {
+    let yaml = "clusters:\n- name: c1\n  cluster:\n    server: https://h:1\n";
+    assert_eq!(inmemory::with_server(yaml, "c1", "https://h:1"), Ok(None));
+    assert!(
+        inmemory::with_server(yaml, "c2", "https://h:1")
+            .unwrap_err()
+            .contains("no cluster entry \"c2\"")
+    );
+}
