@@ -191,8 +191,9 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         ("cluster.x-k8s.io", "machines", "list"),
         ("cluster.x-k8s.io", "machinepools", "watch"),
         ("cluster.x-k8s.io", "machines", "delete"),
-        // The in-memory backend, as CAPD 1.14: the kubeconfig Secret pointed at the manager's
-        // new address.
+        // The in-memory backend, as CAPD 1.14: the bootstrapped annotation on Machines, and the
+        // kubeconfig Secret pointed at the manager's new address.
+        ("cluster.x-k8s.io", "machines", "patch"),
         ("", "secrets", "patch"),
         ("", "secrets", "get"),
         ("", "configmaps", "get"),
@@ -235,7 +236,7 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         (infra, "dockerclustertemplates", "update"),
         (infra, "devclustertemplates", "patch"),
         (infra, "devclustertemplates", "delete"),
-        ("cluster.x-k8s.io", "machines", "patch"),
+        ("cluster.x-k8s.io", "machines", "update"),
         ("cluster.x-k8s.io", "machinepools", "patch"),
         ("cluster.x-k8s.io", "machinepools", "delete"),
         ("cluster.x-k8s.io", "clusters", "update"),

@@ -7,11 +7,14 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Map, Value, json};
 
 use super::Fetched;
-use super::inmemory_stages::{self as stages, VM_STARTED_ANNOTATION};
+use super::inmemory_stages::{
+    self as stages, MACHINE_BOOTSTRAPPED_ANNOTATION, VM_STARTED_ANNOTATION,
+};
 use crate::api::capi::{Cluster, Machine};
 use crate::api::conditions::{
     ConditionStatus, WAITING_FOR_BOOTSTRAP_DATA_REASON,
@@ -215,7 +218,14 @@ pub async fn reconcile_normal(
         super::write_status(ctx, view, &status).await?;
         return Ok(Action::await_change());
     }
+    let bootstrapped = machine
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MACHINE_BOOTSTRAPPED_ANNOTATION));
     let delays = match stages::delays(spec, view.metadata.uid.as_deref().unwrap_or_default()) {
+        // A bootstrapped machine comes back at once.
+        Ok(_) if bootstrapped => stages::Delays::default(),
         Ok(delays) => delays,
         Err(message) => {
             set_condition(
@@ -328,13 +338,46 @@ pub async fn reconcile_normal(
             }
         }
         status.initialization.provisioned = Some(true);
+        status
+            .failure_domain
+            .clone_from(&machine.spec.failure_domain);
     }
     super::write_status(ctx, view, &status).await?;
+    let done = if control_plane {
+        plan.api_server
+    } else {
+        plan.node
+    };
+    if done && !bootstrapped {
+        mark_bootstrapped(ctx, machine).await?;
+    }
     Ok(match plan.requeue {
         // A little more, not to wake just before the deadline.
         Some(left) => Action::requeue(left + Duration::from_millis(50)),
         None => Action::requeue(ctx.manager.config.sync_period),
     })
+}
+
+/// Annotates the Machine [`MACHINE_BOOTSTRAPPED_ANNOTATION`], as CAPD 1.14 does; a Machine
+/// already gone needs no mark.
+async fn mark_bootstrapped(ctx: &Context, machine: &Machine) -> Result<()> {
+    let namespace = machine.metadata.namespace.clone().unwrap_or_default();
+    let name = machine.metadata.name.clone().unwrap_or_default();
+    let patch = json!({"metadata": {"annotations": {MACHINE_BOOTSTRAPPED_ANNOTATION: ""}}});
+    match ctx
+        .api::<Machine>(&namespace)
+        .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(machine = %name, "Annotated the Machine bootstrapped");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(Error::kube(format!(
+            "annotate Machine {namespace}/{name} bootstrapped"
+        ))(e)),
+    }
 }
 
 /// Removes the machine from its fake cluster: its Node, then its static pods (and so its etcd

@@ -7,6 +7,12 @@
 //! - `NodeProvisioned`, from the VM's end;
 //! - for control planes `EtcdProvisioned` and `APIServerProvisioned`, both from the Node's end.
 //!
+//! Once a machine is bootstrapped (its API server up for a control plane, its Node for a
+//! worker), its Machine gets the [`MACHINE_BOOTSTRAPPED_ANNOTATION`], as CAPD 1.14 writes it; a
+//! Machine carrying it (written by us or by CAPD) has no delays: every stage is due at once,
+//! whatever the DevMachine recorded, so a manager that lost its fake clusters, or took over
+//! from CAPD, brings a bootstrapped machine back in one pass.
+//!
 //! A stage ends the moment it falls due, not at the pass that sees it: every deadline is the
 //! VM's start plus the delays of the stages up to it, to the nanosecond (`lastTransitionTime`
 //! records it in the whole seconds that field keeps), so a late pass (a manager at its client's
@@ -31,6 +37,10 @@ use crate::controllers::conditions::{condition, set_ready_summary};
 /// Annotation recording when the fake VM of a DevMachine began provisioning (RFC 3339).
 pub const VM_STARTED_ANNOTATION: &str =
     "devmachine.infrastructure.cluster.x-k8s.io/in-memory-vm-started";
+
+/// Annotation on a Machine whose in-memory machine is bootstrapped (CAPD 1.14's; value empty).
+pub const MACHINE_BOOTSTRAPPED_ANNOTATION: &str =
+    "machine.inmemory.infrastructure.cluster.x-k8s.io/bootstrapped";
 
 /// Condition: the fake VM is provisioned.
 pub const VM_PROVISIONED_CONDITION: &str = "VMProvisioned";

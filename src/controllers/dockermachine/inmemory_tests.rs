@@ -352,6 +352,21 @@ mod reconcile {
     async fn api() -> (testapiserver::Handle, kube::Client) {
         let (server, client) =
             test_api_server_serving::<DevMachine>(crate::api::crd::dev_machine().unwrap()).await;
+        // Machines, to carry the bootstrapped annotation.
+        Api::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &capd_e2e::env::minimal_capi_crd("Machine", "machines"),
+            )
+            .await
+            .unwrap();
+        let machines: Api<Machine> = Api::namespaced(client.clone(), NAMESPACE);
+        for _ in 0..100 {
+            if machines.list(&Default::default()).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
         // The cluster CA and the etcd CA (one key pair for both, here).
         for name in ["c1-ca", "c1-etcd"] {
@@ -440,12 +455,18 @@ mod reconcile {
             )
             .await
             .unwrap();
-        let fetched = fetched(
-            Machine::test("cp1")
-                .control_plane()
-                .with_bootstrap_secret("cp1-bootstrap"),
-            port,
-        );
+        let machine = Machine::test("cp1")
+            .control_plane()
+            .in_failure_domain("fd1")
+            .with_bootstrap_secret("cp1-bootstrap");
+        let machine_api: Api<Machine> = Api::namespaced(client.clone(), NAMESPACE);
+        let mut stored = machine.clone();
+        stored.metadata.uid = None;
+        machine_api
+            .create(&PostParams::default(), &stored)
+            .await
+            .unwrap();
+        let fetched = fetched(machine, port);
         let view = created.view().unwrap();
         let Backend::InMemory(spec) = view.backend().clone() else {
             panic!("in-memory view expected");
@@ -474,6 +495,20 @@ mod reconcile {
             );
         }
         assert!(status.backend.is_none(), "no docker backend status");
+        assert_eq!(
+            status.failure_domain.as_deref(),
+            Some("fd1"),
+            "the Machine's"
+        );
+        // Bootstrapped, the Machine says so as CAPD 1.14's does.
+        let annotated = machine_api.get("cp1").await.unwrap();
+        assert_eq!(
+            annotated
+                .annotations()
+                .get("machine.inmemory.infrastructure.cluster.x-k8s.io/bootstrapped")
+                .map(String::as_str),
+            Some("")
+        );
 
         // A second pass over the provisioned machine writes nothing.
         let version = written.metadata.resource_version.clone();
@@ -591,6 +626,44 @@ mod reconcile {
         assert_eq!(vm.reason, WAITING_FOR_STARTUP_TIMEOUT_REASON);
     }
 
+    /// A Machine annotated bootstrapped (by us or by CAPD 1.14 before a take-over) comes back
+    /// in one pass, whatever its startup durations: its DevMachine recorded no VM start here.
+    #[tokio::test]
+    async fn a_bootstrapped_machine_skips_its_startup_durations() {
+        let (_server, client) = api().await;
+        let port = free_port();
+        let mut ctx = test_context_on(FakeRuntime::new(), client.clone());
+        ctx.in_memory = Arc::new(Clusters::new("127.0.0.1".into(), port..=port));
+        let machines: Api<DevMachine> = Api::namespaced(client.clone(), NAMESPACE);
+        let created = machines
+            .create(&PostParams::default(), &dev_machine("w1", capd_timings()))
+            .await
+            .unwrap();
+        let mut machine = Machine::test("w1").with_bootstrap_secret("w1-bootstrap");
+        machine.metadata.annotations = Some(BTreeMap::from([(
+            inmemory_stages::MACHINE_BOOTSTRAPPED_ANNOTATION.into(),
+            String::new(),
+        )]));
+        let view = created.view().unwrap();
+        let Backend::InMemory(spec) = view.backend().clone() else {
+            panic!("in-memory view expected");
+        };
+        let action = inmemory::reconcile_normal(&ctx, &view, &spec, &fetched(machine, port))
+            .await
+            .unwrap();
+        assert_eq!(action, Action::requeue(ctx.manager.config.sync_period));
+        let status = machines.get("w1").await.unwrap().status.unwrap();
+        assert_eq!(status.initialization.provisioned, Some(true));
+        assert!(
+            find_condition(&status.conditions, NODE_PROVISIONED_CONDITION)
+                .is_some_and(Condition::is_true)
+        );
+        let fake = ctx.in_memory.get("default/c1").unwrap();
+        let nodes = crate::inmemory::resources::find("", "v1", "nodes").unwrap();
+        assert!(fake.store.get(nodes, "", "w1").is_ok(), "the Node is there");
+    }
+
+    use crate::controllers::dockermachine::inmemory_stages;
     use crate::controllers::kinds::Backend;
     use kube::ResourceExt;
 }
