@@ -100,8 +100,6 @@ const PENDING: &[(&str, &str)] = &[
         ".spec.template.spec.backend.docker.bootstrapped: not in CAPD",
     ),
     ("DevMachine", ".status.backend"),
-    ("DockerMachine", "v1beta2: printer columns"),
-    ("DevMachine", "v1beta2: printer columns"),
 ];
 
 /// Flattens a schema into `path -> compared keywords`, with `required` sorted.
