@@ -187,6 +187,14 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         (infra, "devmachines/status", "patch"),
         (infra, "devmachinetemplates", "watch"),
         (infra, "devmachinetemplates/status", "patch"),
+        // DevMachinePool, through the pool controller: its DevMachines, one per instance.
+        (infra, "devmachinepools", "watch"),
+        (infra, "devmachinepools", "patch"),
+        (infra, "devmachinepools/status", "patch"),
+        (infra, "devmachines", "create"),
+        (infra, "devmachines", "delete"),
+        (infra, "devmachinepooltemplates", "watch"),
+        (infra, "devmachinepooltemplates/status", "patch"),
         ("cluster.x-k8s.io", "clusters", "watch"),
         ("cluster.x-k8s.io", "machines", "list"),
         ("cluster.x-k8s.io", "machinepools", "watch"),
@@ -227,9 +235,11 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         (infra, "dockermachinepools", "delete"),
         (infra, "dockermachinetemplates", "patch"),
         (infra, "dockermachinepooltemplates", "patch"),
-        // No pool makes DevMachines, and the cluster templates are only read.
-        (infra, "devmachines", "create"),
-        (infra, "devmachines", "delete"),
+        // Pools are made by Cluster API core, and the cluster templates are only read.
+        (infra, "devmachinepools", "create"),
+        (infra, "devmachinepools", "delete"),
+        (infra, "devmachinepools", "update"),
+        (infra, "devmachinepooltemplates", "patch"),
         (infra, "devclusters", "delete"),
         (infra, "devmachinetemplates", "patch"),
         (infra, "dockerclustertemplates", "patch"),
@@ -253,8 +263,7 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
             "manager role grants {verb} {group}/{resource}"
         );
     }
-    // A Dev kind gets exactly what its Docker twin gets, but the pool controller's DockerMachine
-    // create and delete.
+    // A Dev kind gets exactly what its Docker twin gets.
     for (docker, dev) in [
         ("dockerclusters", "devclusters"),
         ("dockerclusters/status", "devclusters/status"),
@@ -266,14 +275,17 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
             "devmachinetemplates/status",
         ),
         ("dockerclustertemplates", "devclustertemplates"),
+        ("dockermachinepools", "devmachinepools"),
+        ("dockermachinepools/status", "devmachinepools/status"),
+        ("dockermachinepooltemplates", "devmachinepooltemplates"),
+        (
+            "dockermachinepooltemplates/status",
+            "devmachinepooltemplates/status",
+        ),
     ] {
-        let mut expected = verbs(role, infra, docker);
-        if docker == "dockermachines" {
-            expected.retain(|v| !["create", "delete"].contains(v));
-        }
         assert_eq!(
             verbs(role, infra, dev),
-            expected,
+            verbs(role, infra, docker),
             "manager role: {dev} and {docker}"
         );
     }
@@ -500,7 +512,9 @@ fn substituted_components_give_the_manager_the_expected_settings() {
     for arg in [
         "--diagnostics-address=:8443",
         "--insecure-diagnostics=false",
-        "--feature-gates=MachinePool=true,ClusterTopology=false",
+        // CAPD 1.14's gates and variables.
+        "--feature-gates=MachinePool=true,ClusterTopology=false,PriorityQueue=true,\
+         ReconcilerRateLimiting=true",
     ] {
         assert!(args.iter().any(|a| a == arg), "{arg} missing from {args:?}");
     }
@@ -510,13 +524,17 @@ fn substituted_components_give_the_manager_the_expected_settings() {
         ("CAPD_DOCKER_NETWORK", "capd"),
         ("CAPD_PUBLISH_ADDRESS", "0.0.0.0"),
         ("CLUSTER_TOPOLOGY", "true"),
+        ("EXP_PRIORITY_QUEUE", "false"),
+        ("EXP_RECONCILER_RATE_LIMITING", "false"),
     ]);
     let (env, args) = env_of(&substitute(&built().text, &values));
     assert_eq!(env["DOCKER_HOST"], "tcp://127.0.0.1:2375");
     assert_eq!(env["CAPD_DOCKER_NETWORK"], "capd");
     assert_eq!(env["CAPD_PUBLISH_ADDRESS"], "0.0.0.0");
     assert!(
-        args.iter().any(|a| a.ends_with("ClusterTopology=true")),
+        args.iter().any(|a| a
+            == "--feature-gates=MachinePool=true,ClusterTopology=true,PriorityQueue=false,\
+                ReconcilerRateLimiting=false"),
         "{args:?}"
     );
 }

@@ -23,11 +23,13 @@ use serde_json::{Value, json};
 use testapiserver::cacher::WatchCacheStats;
 use webhook_support::cluster::{Cluster, GROUP, NS, cluster, dynamic, one_of_every_kind};
 
-/// Every version every CRD of ours lists, as the test API server keys its watch caches.
+/// Every version every CRD of ours lists, as the test API server keys its watch caches (a CRD
+/// with one version, DevMachinePool's, needs no conversion: nothing to check there).
 fn listed_versions() -> Vec<String> {
     capd::api::crd::all()
         .unwrap()
         .iter()
+        .filter(|crd| crd.spec.versions.len() > 1)
         .flat_map(|crd| {
             crd.spec
                 .versions
@@ -254,7 +256,8 @@ fn assert_read_as_v1beta2(object: &Stored, hub: &Value) {
         }
         "DockerMachine" => {
             assert_eq!(spec["providerID"], "docker:////c1-m1", "{what}");
-            assert_eq!(spec["bootstrapped"], true, "{what}");
+            // CAPD 1.14 removed `bootstrapped`: the node's files and its Node say it now.
+            assert_eq!(spec["bootstrapped"], Value::Null, "{what}");
             assert_eq!(status["initialization"]["provisioned"], true, "{what}");
             assert_eq!(status["loadBalancerConfigured"], true, "{what}");
             assert_eq!(status["addresses"][0]["address"], "172.18.0.4", "{what}");

@@ -136,6 +136,10 @@ const LEGACY_VERSIONS: &[(&str, &[&str])] = &[
     ("DockerMachinePool", &["v1alpha3", "v1alpha4"]),
 ];
 
+/// The kinds CAPD introduced in v1beta2 (1.13): their CRDs list no other version, and the
+/// conversion webhook converts them to no other.
+pub const V1BETA2_ONLY: &[&str] = &["DevMachinePool", "DevMachinePoolTemplate"];
+
 const LEGACY_VERSION_DOC: &str = "A version CAPD retired, listed so that this CRD can replace CAPD's \
      while status.storedVersions still names it. Not served: objects are read and written in \
      v1beta1 or v1beta2.";
@@ -175,6 +179,37 @@ fn legacy_versions(kind: &str) -> Vec<CustomResourceDefinitionVersion> {
         .collect()
 }
 
+/// The successor of a Docker* kind (`DevMachine` for `DockerMachine`), `None` for a Dev kind.
+pub fn successor(kind: &str) -> Option<String> {
+    kind.strip_prefix("Docker").map(|rest| format!("Dev{rest}"))
+}
+
+/// Marks the v1beta2 version of a Docker* kind deprecated, as CAPD 1.13 and later do (v1beta1
+/// already is), with CAPD's sentence in its schema description. No `deprecationWarning`: the API
+/// server then warns with its default text, as it does for CAPD's CRDs.
+fn deprecate_docker_kind(crd: &mut CustomResourceDefinition) {
+    let kind = crd.spec.names.kind.clone();
+    let Some(dev) = successor(&kind) else {
+        return;
+    };
+    for version in &mut crd.spec.versions {
+        if version.name != v1beta2::VERSION {
+            continue;
+        }
+        version.deprecated = Some(true);
+        if let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            let text = root.description.take().unwrap_or_default();
+            root.description = Some(format!(
+                "{text}\n\nDeprecated: {kind} is deprecated. Use {dev} instead."
+            ));
+        }
+    }
+}
+
 fn merge(versions: Vec<VersionSpec>) -> Result<CustomResourceDefinition, CrdError> {
     let crds = versions
         .into_iter()
@@ -186,6 +221,7 @@ fn merge(versions: Vec<VersionSpec>) -> Result<CustomResourceDefinition, CrdErro
         .unwrap_or_default();
     let mut crd = kube::core::crd::merge_crds(crds, v1beta2::VERSION)
         .map_err(|source| CrdError::Merge { kind, source })?;
+    deprecate_docker_kind(&mut crd);
     let legacy = legacy_versions(&crd.spec.names.kind);
     crd.spec.versions.extend(legacy);
     crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
@@ -395,6 +431,33 @@ pub fn dev_machine_template() -> Result<CustomResourceDefinition, CrdError> {
     ])
 }
 
+const DEV_MACHINE_POOL_DOC: &str = "DevMachinePool is the infrastructure of one Cluster API MachinePool, made by the \
+     backend its spec names: with the docker backend, a group of identical node containers, as \
+     a DockerMachinePool.";
+const DEV_MACHINE_POOL_TEMPLATE_DOC: &str =
+    "DevMachinePoolTemplate describes DevMachinePools to create, for ClusterClass-based clusters.";
+
+/// The DevMachinePool CRD (v1beta2 only, as in CAPD 1.14).
+pub fn dev_machine_pool() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DevMachinePool,
+            v1beta2::DevMachinePoolSpec,
+            v1beta2::DevMachinePoolStatus,
+        >(DEV_MACHINE_POOL_DOC)
+        .defaulted_spec(),
+    ])
+}
+
+/// The DevMachinePoolTemplate CRD (v1beta2 only, as in CAPD 1.14).
+pub fn dev_machine_pool_template() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![VersionSpec::with_status::<
+        v1beta2::DevMachinePoolTemplate,
+        v1beta2::DevMachinePoolTemplateSpec,
+        v1beta2::DevMachinePoolTemplateStatus,
+    >(DEV_MACHINE_POOL_TEMPLATE_DOC)])
+}
+
 /// Every CRD this provider installs, in a stable order.
 pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     Ok(vec![
@@ -408,6 +471,8 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         dev_cluster_template()?,
         dev_machine()?,
         dev_machine_template()?,
+        dev_machine_pool()?,
+        dev_machine_pool_template()?,
     ])
 }
 

@@ -38,19 +38,34 @@ use crate::api::is_default;
         description = "Cluster this object belongs to"
     ),
     printcolumn(
-        name = "Machine",
-        type_ = "string",
-        json_path = ".metadata.ownerReferences[?(@.kind==\"Machine\")].name",
-        description = "Machine that owns this DevMachine"
-    ),
-    printcolumn(
-        name = "ProviderID",
+        name = "Provider ID",
         type_ = "string",
         json_path = ".spec.providerID",
-        description = "Provider ID of the node"
+        description = "Provider ID of the node",
+        priority = 10
     ),
     printcolumn(
-        name = "Ready",
+        name = "Failure domain",
+        type_ = "string",
+        json_path = ".status.failureDomain",
+        description = "Failure domain the node runs in"
+    ),
+    printcolumn(
+        name = "IP",
+        type_ = "string",
+        json_path = ".status.addresses[?(@.type==\"InternalIP\")].address",
+        description = "Internal IP address of the node",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Paused\")].status",
+        description = "Whether reconciliation is paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Provisioned",
         type_ = "string",
         json_path = ".status.initialization.provisioned",
         description = "Whether the machine's infrastructure is provisioned"
@@ -105,10 +120,6 @@ pub struct DockerMachineBackendSpec {
     /// Host directories to bind-mount into the node container.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_mounts: Vec<Mount>,
-    /// Deprecated: kept for compatibility. Records that the bootstrap commands already ran on
-    /// this node.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub bootstrapped: bool,
     /// How long bootstrap may take, as a Go duration (for example `5m`). Past it, a bootstrap
     /// still running is reported (condition `BootstrapCompleted` reason `BootstrapTimedOut` and a
     /// Warning Event) but not stopped; it is accepted if it completes later. Defaults to five
@@ -178,39 +189,9 @@ pub struct DevMachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub failure_domain: Option<String>,
-    /// What the backend reports.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<DevMachineBackendStatus>,
     /// Fields kept for v1beta1 clients; removed together with the v1beta1 API.
     #[serde(default, skip_serializing_if = "is_default")]
     pub deprecated: DeprecatedStatus,
-}
-
-/// What the backend of a DevMachine reports.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DevMachineBackendStatus {
-    /// The docker backend's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub docker: Option<DockerMachineBackendStatus>,
-}
-
-impl DevMachineBackendStatus {
-    /// `docker.loadBalancerConfigured` of a backend status, `false` when there is none.
-    pub fn load_balancer_configured(backend: Option<&Self>) -> bool {
-        backend
-            .and_then(|b| b.docker.as_ref())
-            .is_some_and(|d| d.load_balancer_configured)
-    }
-}
-
-/// What the docker backend of a DevMachine reports.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DockerMachineBackendStatus {
-    /// Deprecated: whether the load balancer configuration was updated for this node.
-    #[serde(default)]
-    pub load_balancer_configured: bool,
 }
 
 impl DevMachineSpec {
@@ -224,7 +205,6 @@ impl DevMachineSpec {
                 custom_image: docker.custom_image.clone(),
                 pre_load_images: docker.pre_load_images.clone(),
                 extra_mounts: docker.extra_mounts.clone(),
-                bootstrapped: docker.bootstrapped,
                 bootstrap_timeout: docker.bootstrap_timeout.clone(),
             })
     }
@@ -235,9 +215,8 @@ impl From<&DevMachineStatus> for DockerMachineStatus {
         DockerMachineStatus {
             conditions: status.conditions.clone(),
             initialization: status.initialization.clone(),
-            load_balancer_configured: DevMachineBackendStatus::load_balancer_configured(
-                status.backend.as_ref(),
-            ),
+            // CAPD 1.14 removed `status.backend`: the weight annotation says it now.
+            load_balancer_configured: false,
             addresses: status.addresses.clone(),
             failure_domain: status.failure_domain.clone(),
             deprecated: status.deprecated.clone(),
@@ -252,11 +231,6 @@ impl From<&DockerMachineStatus> for DevMachineStatus {
             initialization: status.initialization.clone(),
             addresses: status.addresses.clone(),
             failure_domain: status.failure_domain.clone(),
-            backend: Some(DevMachineBackendStatus {
-                docker: Some(DockerMachineBackendStatus {
-                    load_balancer_configured: status.load_balancer_configured,
-                }),
-            }),
             deprecated: status.deprecated.clone(),
         }
     }

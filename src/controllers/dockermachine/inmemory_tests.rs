@@ -494,7 +494,6 @@ mod reconcile {
                 status.conditions
             );
         }
-        assert!(status.backend.is_none(), "no docker backend status");
         assert_eq!(
             status.failure_domain.as_deref(),
             Some("fd1"),

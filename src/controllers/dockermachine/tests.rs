@@ -287,8 +287,13 @@ fn a_provisioned_control_plane_is_registered_once() {
     );
     assert_eq!(
         weight_after(LoadBalancerStep::Register),
+        "100",
+        "registering annotates the machine 100, as CAPD 1.14"
+    );
+    assert_eq!(
+        load_balancer_step(&dm.clone().weighted("100"), &cp, true),
         None,
-        "registering writes no weight annotation (CAPD 1.12 reads one as drained)"
+        "registered: CAPD 1.14's annotation at 100"
     );
     let mut configured = dm.clone();
     configured
@@ -301,9 +306,9 @@ fn a_provisioned_control_plane_is_registered_once() {
         "registered: status.loadBalancerConfigured, as CAPD 1.12 records it"
     );
     assert_eq!(
-        load_balancer_step(&dm.clone().weighted("100"), &cp, true),
+        load_balancer_step(&dm.clone().legacy_weighted("100"), &cp, true),
         None,
-        "registered by an earlier capd-rs build"
+        "registered by an earlier capd-rs build (the old annotation)"
     );
     assert_eq!(
         load_balancer_step(&dm, &Machine::test("m1"), true),
@@ -328,12 +333,32 @@ fn a_deleting_control_plane_is_drained_as_soon_as_its_machine_deletes() {
         load_balancer_step(&DockerMachine::test("m1").weighted("100"), &cp, true),
         Some(LoadBalancerStep::Drain)
     );
-    assert_eq!(weight_after(LoadBalancerStep::Drain), Some("0"));
+    assert_eq!(weight_after(LoadBalancerStep::Drain), "0");
     assert_eq!(
         load_balancer_step(&DockerMachine::test("m1").weighted("0"), &cp, true),
         None,
-        "drained already (by us or by CAPD)"
+        "drained already (by us or by CAPD 1.14)"
     );
+    assert_eq!(
+        load_balancer_step(&DockerMachine::test("m1").legacy_weighted("0"), &cp, true),
+        None,
+        "drained already by CAPD 1.12 or an earlier capd-rs build (the old annotation)"
+    );
+    assert_eq!(
+        load_balancer_step(&DockerMachine::test("m1").legacy_weighted("100"), &cp, true),
+        Some(LoadBalancerStep::Drain),
+        "registered under the old annotation: drained"
+    );
+    let mut both = DockerMachine::test("m1")
+        .legacy_weighted("0")
+        .weighted("100");
+    assert_eq!(
+        load_balancer_step(&both, &cp, true),
+        Some(LoadBalancerStep::Drain),
+        "CAPD 1.14's annotation wins over the old one"
+    );
+    both = both.weighted("0");
+    assert_eq!(load_balancer_step(&both, &cp, true), None);
 }
 
 // ---- slow steps ---------------------------------------------------------------------------
@@ -439,13 +464,27 @@ fn a_machine_that_has_a_node_is_bootstrapped() {
     assert_eq!(step.task, TaskAction::None);
 }
 
+/// A DockerMachine CAPD 1.13 or earlier bootstrapped still carries `spec.bootstrapped: true`
+/// (stored, or brought by `clusterctl move`): it decodes, and with its Node it is bootstrapped
+/// without a task. Without a Node the runner is started, which finds the node's sentinel or
+/// CABPK's success file and starts nothing (`bootstrap_tests`:
+/// `a_node_bootstrapped_by_another_provider_is_not_bootstrapped_again`,
+/// `a_node_with_cabpk_success_file_is_never_bootstrapped_again`).
 #[test]
-fn a_machine_bootstrapped_by_an_older_provider_is_not_bootstrapped_again() {
-    let mut dm = DockerMachine::test("m1");
-    dm.spec.bootstrapped = true;
-    let step = bootstrap_step(&dm, &Machine::test("m1"), [true, true, true], None);
+fn a_machine_bootstrapped_by_capd_1_13_is_recognised_by_its_node() {
+    let dm: DockerMachine = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "DockerMachine",
+        "metadata": {"name": "m1", "namespace": "ns"},
+        "spec": {"providerID": "docker:////c1-m1", "bootstrapped": true},
+    }))
+    .expect("CAPD 1.13's DockerMachine decodes");
+    let joined = Machine::test("m1").with_node("c1-m1");
+    let step = bootstrap_step(&dm, &joined, [true, true, true], None);
     assert!(step.condition.is_true());
     assert_eq!(step.task, TaskAction::None);
+    let step = bootstrap_step(&dm, &Machine::test("m1"), [true, true, true], None);
+    assert_eq!(step.task, TaskAction::Start, "the runner looks at the node");
 }
 
 #[test]
