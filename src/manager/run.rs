@@ -129,6 +129,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         dockercluster_concurrency,
         dockermachinetemplate_concurrency,
         dockermachinepool_concurrency,
+        devmachinepool_concurrency,
         kube_api_qps,
         kube_api_burst,
         clustercache_client_qps,
@@ -180,6 +181,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         watch_filter: Some(watch_filter).filter(|f| !f.is_empty()),
         machine_pools: feature_gates.enabled(Feature::MachinePool),
         dev_kinds: true,
+        dev_machine_pools: true,
         feature_gates,
         docker_network,
         publish_address,
@@ -189,6 +191,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
             docker_cluster: dockercluster_concurrency,
             docker_machine_template: dockermachinetemplate_concurrency,
             docker_machine_pool: dockermachinepool_concurrency,
+            dev_machine_pool: devmachinepool_concurrency,
         },
         workload_client_qps: clustercache_client_qps,
         workload_client_burst: clustercache_client_burst,
@@ -360,7 +363,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
 }
 
 /// Turns off the Cluster API controllers whose optional CRDs are not served (machine pools, the
-/// Dev* kinds), with a warning naming what is missing.
+/// Dev* kinds, DevMachinePools), with a warning naming what is missing.
 async fn check_optional_resources(client: &kube::Client, controller_config: &mut ControllerConfig) {
     if controller_config.machine_pools {
         controller_config.machine_pools = served(
@@ -376,6 +379,14 @@ async fn check_optional_resources(client: &kube::Client, controller_config: &mut
         "The Dev* CRDs are not served; the DevCluster, DevMachine and DevMachineTemplate controllers do not run (install them and restart the manager)",
     )
     .await;
+    if controller_config.machine_pools && controller_config.dev_kinds {
+        controller_config.dev_machine_pools = served(
+            client,
+            &apiserver::DEV_MACHINE_POOL_RESOURCES,
+            "The DevMachinePool CRDs are not served; the DevMachinePool controller does not run (install them and restart the manager)",
+        )
+        .await;
+    }
 }
 
 /// Whether every resource of `table` is served; if not, logs `consequence` with what is missing.

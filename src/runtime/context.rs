@@ -52,6 +52,8 @@ pub struct Concurrency {
     pub docker_machine_template: u16,
     /// `--dockermachinepool-concurrency`.
     pub docker_machine_pool: u16,
+    /// `--devmachinepool-concurrency`.
+    pub dev_machine_pool: u16,
 }
 
 /// The flags the controllers act on.
@@ -70,6 +72,9 @@ pub struct ControllerConfig {
     /// Whether the DevCluster, DevMachine and DevMachineTemplate controllers run: their CRDs are
     /// served.
     pub dev_kinds: bool,
+    /// Whether the DevMachinePool controller runs (with [`Self::machine_pools`] and
+    /// [`Self::dev_kinds`]): the DevMachinePool CRDs are served.
+    pub dev_machine_pools: bool,
     /// `--docker-network`: the network cluster containers join.
     pub docker_network: String,
     /// `--publish-address`: host address published container ports are bound to.
@@ -144,6 +149,7 @@ mod tests {
             feature_gates: FeatureGates::default(),
             machine_pools: true,
             dev_kinds: true,
+            dev_machine_pools: true,
             docker_network: "kind".to_owned(),
             publish_address: std::net::Ipv4Addr::LOCALHOST.into(),
             sync_period: Duration::from_secs(600),
@@ -152,6 +158,7 @@ mod tests {
                 docker_cluster: 50,
                 docker_machine_template: 50,
                 docker_machine_pool: 50,
+                dev_machine_pool: 100,
             },
             workload_client_qps: 20.0,
             workload_client_burst: 30,
