@@ -30,6 +30,8 @@ const FLAGS: &[&str] = &[
     "--dockermachine-concurrency",
     "--dockercluster-concurrency",
     "--dockermachinetemplate-concurrency",
+    "--dockermachinepool-concurrency",
+    "--devmachinepool-concurrency",
     "--kube-api-qps",
     "--kube-api-burst",
     "--clustercache-client-qps",
