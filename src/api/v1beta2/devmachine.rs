@@ -38,19 +38,34 @@ use crate::api::is_default;
         description = "Cluster this object belongs to"
     ),
     printcolumn(
-        name = "Machine",
-        type_ = "string",
-        json_path = ".metadata.ownerReferences[?(@.kind==\"Machine\")].name",
-        description = "Machine that owns this DevMachine"
-    ),
-    printcolumn(
-        name = "ProviderID",
+        name = "Provider ID",
         type_ = "string",
         json_path = ".spec.providerID",
-        description = "Provider ID of the node"
+        description = "Provider ID of the node",
+        priority = 10
     ),
     printcolumn(
-        name = "Ready",
+        name = "Failure domain",
+        type_ = "string",
+        json_path = ".status.failureDomain",
+        description = "Failure domain the node runs in"
+    ),
+    printcolumn(
+        name = "IP",
+        type_ = "string",
+        json_path = ".status.addresses[?(@.type==\"InternalIP\")].address",
+        description = "Internal IP address of the node",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Paused\")].status",
+        description = "Whether reconciliation is paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Provisioned",
         type_ = "string",
         json_path = ".status.initialization.provisioned",
         description = "Whether the machine's infrastructure is provisioned"
