@@ -262,7 +262,12 @@ impl Env {
     async fn machine_pool_delete_pass(&self, machine_pool: &DynamicObject) {
         let (kind, name) = infrastructure_ref(machine_pool);
         if self.get(&kind, &name).await.is_some() {
-            self.delete(&kind, &name).await;
+            // Core ignores a NotFound here: the pool may go between the read and the delete.
+            match self.api(&kind).delete(&name, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => panic!("core: delete {} {name}: {e}", kind.kind),
+            }
             return;
         }
         let finalizers: Vec<&String> = machine_pool
