@@ -26,9 +26,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::v1beta2::{
-    DevCluster, DevMachine, DevMachinePool, DockerCluster, DockerClusterSpec, DockerMachine,
-    DockerMachinePool, DockerMachinePoolStatus, DockerMachineSpec, DockerMachineStatus,
-    InMemoryMachineBackendSpec,
+    DevCluster, DevMachine, DevMachinePool, DevMachinePoolStatus, DockerCluster, DockerClusterSpec,
+    DockerMachine, DockerMachinePool, DockerMachinePoolStatus, DockerMachineSpec,
+    DockerMachineStatus, InMemoryMachineBackendSpec,
 };
 
 mod write;
@@ -305,6 +305,18 @@ impl<T> View<T> {
 
     fn name(&self) -> String {
         self.reference.name.clone().unwrap_or_default()
+    }
+}
+
+impl PoolView {
+    /// `status` as the real object will hold it once written, in the view's shape: a
+    /// DevMachinePool keeps no `deprecated` conditions and no instance `bootstrapped`. What a
+    /// reconcile compares with the object's status, so that an unchanged pool is not written again.
+    pub fn as_written(&self, status: &DockerMachinePoolStatus) -> DockerMachinePoolStatus {
+        match self.served {
+            Served::Docker => status.clone(),
+            Served::Dev => DockerMachinePoolStatus::from(&DevMachinePoolStatus::from(status)),
+        }
     }
 }
 

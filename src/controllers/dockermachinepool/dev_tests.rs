@@ -264,6 +264,33 @@ fn a_dev_pool_reports_its_machines_kind_replicas_and_conditions_in_its_own_shape
 }
 
 #[test]
+fn a_dev_pool_whose_status_is_written_reads_back_unchanged() {
+    // The status a pass computes has v1beta1 conditions a DevMachinePool cannot hold: compared as
+    // written, the next pass over the written object finds nothing to write.
+    let names = [("a", "fd1")];
+    let containers: Vec<ContainerSummary> = names.iter().map(|(n, fd)| container(n, fd)).collect();
+    let seen: Vec<DockerMachine> = names
+        .iter()
+        .map(|(n, _)| dev_machine_as_docker(&dev_machine(n)))
+        .collect();
+    let machines = vec![Machine::test("m-a")];
+    let found = instances("c1", &containers, &seen, &machines);
+    let mut pool = dev_pool(Some(DockerMachinePoolBackendSpec::default()));
+    let computed = decide::status(Served::Dev, &Default::default(), &found, 1, Some(1));
+    assert!(!computed.deprecated.v1beta1.conditions.is_empty());
+    let written = view(&pool).as_written(&computed);
+    assert!(written.deprecated.v1beta1.conditions.is_empty());
+    pool.status = Some(DevMachinePoolStatus::from(&written));
+    let again = view(&pool);
+    assert_eq!(again.status.as_ref(), Some(&written));
+    let next = decide::status(Served::Dev, &written, &found, 1, Some(1));
+    assert_eq!(again.as_written(&next), written, "nothing to write");
+    // A DockerMachinePool keeps everything.
+    let docker = crate::controllers::kinds::View::docker((*view(&pool)).clone());
+    assert_eq!(docker.as_written(&computed), computed);
+}
+
+#[test]
 fn a_dev_machine_naming_no_backend_still_counts_as_a_machine_of_its_pool() {
     let mut machine = dev_machine("a");
     machine.spec.backend = DevMachineBackendSpec::default();

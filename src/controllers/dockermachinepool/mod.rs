@@ -182,6 +182,8 @@ async fn write_status(
     pool: &PoolView,
     status: &DockerMachinePoolStatus,
 ) -> Result<()> {
+    // Compared in the real kind's shape: what a DevMachinePool cannot hold never differs.
+    let status = &pool.as_written(status);
     let reference = pool.reference();
     if ctx
         .written
