@@ -178,16 +178,19 @@ pub async fn quick_start(mut env: Env) {
                 .await;
         }
     }
-    // The control plane's registration in the load balancer, where each kind records it.
-    let registered = match env.kinds {
-        InfraKinds::Docker => &cp_dm.data["status"]["loadBalancerConfigured"],
-        InfraKinds::Dev => &cp_dm.data["status"]["backend"]["docker"]["loadBalancerConfigured"],
-    };
-    assert_eq!(
-        registered,
-        &json!(true),
-        "{cp} registered in the load balancer"
-    );
+    // The control plane's registration in the load balancer, recorded on both kinds as CAPD 1.14
+    // records it: the weight annotation at 100.
+    eventually(
+        Duration::from_secs(30),
+        &format!("{cp} registered in the load balancer"),
+        || async {
+            let machine = env.get(&infra(machine_kind), "cp").await?;
+            let weight = machine.metadata.annotations?;
+            (weight.get("devmachine.infrastructure.cluster.x-k8s.io/weight")? == "100")
+                .then_some(())
+        },
+    )
+    .await;
 
     // The class's machine pool class: a MachinePool `mp-0` of one worker, its infrastructure pool
     // the class's pool template with the image the class's customImage patch writes (the test
