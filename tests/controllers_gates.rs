@@ -487,6 +487,12 @@ async fn with_machine_pools_off_pools_and_pool_templates_are_left_alone() {
     let pool = env
         .create_machine_pool(&name, "pool", 2, &[], "pool-bootstrap")
         .await;
+    // And one of CAPD 1.14's DevMachinePools.
+    env.kinds = InfraKinds::Dev;
+    let dev_pool = env
+        .create_machine_pool(&name, "devpool", 1, &[], "pool-bootstrap")
+        .await;
+    env.kinds = InfraKinds::Docker;
     for (kind, spec) in [
         (
             "DockerMachinePoolTemplate",
@@ -533,10 +539,18 @@ async fn with_machine_pools_off_pools_and_pool_templates_are_left_alone() {
         .unwrap();
     assert!(dmp.metadata.finalizers.is_none(), "{:?}", dmp.metadata);
     assert!(dmp.data.get("status").is_none(), "{:?}", dmp.data);
+    let dev = env
+        .get(&infra("DevMachinePool"), &dev_pool.name)
+        .await
+        .unwrap();
+    assert!(dev.metadata.finalizers.is_none(), "{:?}", dev.metadata);
+    assert!(dev.data.get("status").is_none(), "{:?}", dev.data);
     assert_eq!(cluster_containers(&name), vec![format!("{name}-lb")]);
-    assert!(
-        !env.manager_log().contains("dockermachinepool"),
-        "no pool template controller runs:\n{}",
-        env.manager_log()
-    );
+    for controller in ["dockermachinepool", "devmachinepool"] {
+        assert!(
+            !env.manager_log().contains(controller),
+            "no {controller} controller runs:\n{}",
+            env.manager_log()
+        );
+    }
 }

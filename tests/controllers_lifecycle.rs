@@ -73,6 +73,17 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
         }),
     )
     .await;
+    // And CAPD 1.14's DevMachinePoolTemplate.
+    env.create(
+        &infra("DevMachinePoolTemplate"),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "DevMachinePoolTemplate",
+            "metadata": {"name": "dev-pool-workers", "namespace": NAMESPACE},
+            "spec": {"template": {"spec": {"backend": {"docker": {"customImage": env.images.node}}}}}
+        }),
+    )
+    .await;
     // And a DevMachineTemplate, through the same template controller.
     env.create(
         &infra("DevMachineTemplate"),
@@ -169,6 +180,21 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
     .await;
     assert_eq!(
         dev_template.data["status"]["capacity"],
+        template.data["status"]["capacity"]
+    );
+    let dev_pool_template = eventually(
+        Duration::from_secs(30),
+        "the DevMachinePoolTemplate capacity",
+        || async {
+            let t = env
+                .get(&infra("DevMachinePoolTemplate"), "dev-pool-workers")
+                .await?;
+            t.data["status"]["capacity"].is_object().then_some(t)
+        },
+    )
+    .await;
+    assert_eq!(
+        dev_pool_template.data["status"]["capacity"],
         template.data["status"]["capacity"]
     );
 

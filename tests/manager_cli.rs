@@ -30,6 +30,7 @@ const FLAGS: &[&str] = &[
     "--dockermachine-concurrency",
     "--dockercluster-concurrency",
     "--dockermachinetemplate-concurrency",
+    "--dockermachinepool-concurrency",
     "--devmachine-concurrency",
     "--devcluster-concurrency",
     "--devmachinetemplate-concurrency",

@@ -17,6 +17,7 @@ use templates_support::envsubst::{self, SubstError};
 use templates_support::*;
 
 const CLUSTERCLASS: &str = "clusterclass-quick-start.yaml";
+const DOCKER_CLUSTERCLASS: &str = "clusterclass-quick-start-docker.yaml";
 
 #[test]
 fn the_expected_templates_ship() {
@@ -24,13 +25,14 @@ fn the_expected_templates_ship() {
         template_files(),
         [
             "cluster-template-dev.yaml",
-            "cluster-template-development-dev.yaml",
+            "cluster-template-development-docker.yaml",
+            "cluster-template-development-mp-docker.yaml",
             "cluster-template-development-mp.yaml",
             "cluster-template-development.yaml",
             "cluster-template-in-memory.yaml",
             "cluster-template.yaml",
             "clusterclass-in-memory.yaml",
-            "clusterclass-quick-start-dev.yaml",
+            DOCKER_CLUSTERCLASS,
             CLUSTERCLASS
         ]
     );
@@ -354,24 +356,31 @@ fn mistakes_in_a_rendered_template_are_reported() {
         ]
     );
     let missing = problems_after_edit(
-        "clusterclass-quick-start.yaml",
+        DOCKER_CLUSTERCLASS,
         "  template:\n    spec: {}",
         "  templat:\n    spec: {}",
         "DockerClusterTemplate",
-        "quick-start-cluster",
+        "quick-start-docker-cluster",
     );
     assert_eq!(missing.len(), 2, "{missing:?}");
     assert_eq!(missing[0], "spec.template: Required value");
     assert!(missing[1].starts_with("spec.templat: unknown field"));
-    // An instance setting written where a DockerMachineTemplate (or CAPD 1.14's
-    // DevMachinePoolTemplate) has it, not under the pool's `template`; a Docker setting outside a
-    // DevMachineTemplate's `backend.docker`.
+    // An instance setting written where a DockerMachineTemplate has it, not under the pool's
+    // `template`; a Docker setting outside a DevMachineTemplate's or a DevMachinePoolTemplate's
+    // `backend.docker`.
     for (file, from, to, kind, name) in [
         (
-            CLUSTERCLASS,
+            DOCKER_CLUSTERCLASS,
             "      template: {}",
             "      customImage: kindest/node:v1.34.0",
             "DockerMachinePoolTemplate",
+            "quick-start-docker-default-worker-machinepooltemplate",
+        ),
+        (
+            CLUSTERCLASS,
+            "      backend:\n        # The settings of every instance",
+            "      customImage: kindest/node:v1.34.0\n      backend:\n        # The settings of every instance",
+            "DevMachinePoolTemplate",
             "quick-start-default-worker-machinepooltemplate",
         ),
         (

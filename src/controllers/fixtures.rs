@@ -464,6 +464,7 @@ pub fn test_context_on(
         feature_gates: FeatureGates::default(),
         machine_pools: true,
         dev_kinds: true,
+        dev_machine_pools: true,
         docker_network: "kind".into(),
         publish_address: std::net::Ipv4Addr::LOCALHOST.into(),
         sync_period: Duration::from_secs(600),

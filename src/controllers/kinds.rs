@@ -7,6 +7,10 @@
 //! the view as a Docker* object; status and spec writes and Events go to the real object, in its
 //! own kind and shape.
 //!
+//! The pool controller works the same way: a DockerMachinePool or a DevMachinePool (CAPD 1.14's,
+//! its container settings under `spec.backend.docker`) is seen as a DockerMachinePool, and the
+//! pool's machines are DockerMachines or DevMachines ([`Served`] says which).
+//!
 //! A Dev* object with the `inMemory` backend has a view too, whose [`Backend`] says so: the
 //! reconcilers gate it, hold its finalizer and write its status as any other, and hand its
 //! infrastructure to the in-memory backend instead of Docker. A Dev* object that names no
@@ -22,7 +26,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::v1beta2::{
-    DevCluster, DevMachine, DockerCluster, DockerClusterSpec, DockerMachine, DockerMachineSpec,
+    DevCluster, DevMachine, DevMachinePool, DevMachinePoolStatus, DockerCluster, DockerClusterSpec,
+    DockerMachine, DockerMachinePool, DockerMachinePoolStatus, DockerMachineSpec,
     DockerMachineStatus, InMemoryMachineBackendSpec,
 };
 
@@ -43,13 +48,34 @@ pub const DEV_MACHINE_CONTROLLER: &str = "devmachine";
 /// Name of the DockerMachinePool controller in metrics and logs.
 pub const DOCKER_MACHINE_POOL_CONTROLLER: &str = "dockermachinepool";
 
+/// Name of the controller of DevMachinePools (the same reconcile) in metrics and logs.
+pub const DEV_MACHINE_POOL_CONTROLLER: &str = "devmachinepool";
+
 /// Which generation of the API an object belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Served {
-    /// DockerCluster, DockerMachine.
+    /// DockerCluster, DockerMachine, DockerMachinePool.
     Docker,
-    /// DevCluster, DevMachine (docker backend).
+    /// DevCluster, DevMachine, DevMachinePool (docker backend).
     Dev,
+}
+
+impl Served {
+    /// The infrastructure machine kind of this generation (what a pool of it is made of).
+    pub fn machine_kind(self) -> &'static str {
+        match self {
+            Served::Docker => "DockerMachine",
+            Served::Dev => "DevMachine",
+        }
+    }
+
+    /// The infrastructure machine pool kind of this generation.
+    pub fn pool_kind(self) -> &'static str {
+        match self {
+            Served::Docker => "DockerMachinePool",
+            Served::Dev => "DevMachinePool",
+        }
+    }
 }
 
 /// A Dev* object whose spec names no backend (the defaulting webhook was bypassed): there is
@@ -179,6 +205,50 @@ impl ServedKind for DevMachine {
     }
 }
 
+impl ServedKind for DockerMachinePool {
+    type Docker = DockerMachinePool;
+    const SERVED: Served = Served::Docker;
+    const CONTROLLER: &'static str = DOCKER_MACHINE_POOL_CONTROLLER;
+
+    fn docker(&self) -> std::result::Result<(DockerMachinePool, Backend), UnsupportedBackend> {
+        Ok((self.clone(), Backend::Docker))
+    }
+}
+
+impl ServedKind for DevMachinePool {
+    type Docker = DockerMachinePool;
+    const SERVED: Served = Served::Dev;
+    const CONTROLLER: &'static str = DEV_MACHINE_POOL_CONTROLLER;
+
+    /// The docker backend only: CAPD 1.14 has no other for pools.
+    fn docker(&self) -> std::result::Result<(DockerMachinePool, Backend), UnsupportedBackend> {
+        let spec = self.spec.docker().ok_or(UnsupportedBackend)?;
+        let pool = DockerMachinePool {
+            metadata: self.metadata.clone(),
+            spec,
+            status: self.status.as_ref().map(DockerMachinePoolStatus::from),
+        };
+        Ok((pool, Backend::Docker))
+    }
+}
+
+/// A DevMachine as the DockerMachine its view shows; one that names no backend keeps its
+/// metadata, provider ID and status (a pool counts it, and deletes it through its Machine, as
+/// any other).
+pub fn dev_machine_as_docker(machine: &DevMachine) -> DockerMachine {
+    match machine.docker() {
+        Ok((docker, _)) => docker,
+        Err(UnsupportedBackend) => DockerMachine {
+            metadata: machine.metadata.clone(),
+            spec: DockerMachineSpec {
+                provider_id: machine.spec.provider_id.clone(),
+                ..Default::default()
+            },
+            status: machine.status.as_ref().map(DockerMachineStatus::from),
+        },
+    }
+}
+
 /// A served object as its Docker* counterpart, with the identity of the real object.
 #[derive(Clone, Debug)]
 pub struct View<T> {
@@ -193,6 +263,9 @@ pub type ClusterView = View<DockerCluster>;
 
 /// A DockerMachine or a DevMachine, as a DockerMachine.
 pub type MachineView = View<DockerMachine>;
+
+/// A DockerMachinePool or a DevMachinePool, as a DockerMachinePool.
+pub type PoolView = View<DockerMachinePool>;
 
 impl<T> Deref for View<T> {
     type Target = T;
@@ -221,12 +294,29 @@ impl<T> View<T> {
         &self.backend
     }
 
+    /// The generation of the API the real object belongs to.
+    pub fn served(&self) -> Served {
+        self.served
+    }
+
     fn namespace(&self) -> String {
         self.reference.namespace.clone().unwrap_or_default()
     }
 
     fn name(&self) -> String {
         self.reference.name.clone().unwrap_or_default()
+    }
+}
+
+impl PoolView {
+    /// `status` as the real object will hold it once written, in the view's shape: a
+    /// DevMachinePool keeps no `deprecated` conditions and no instance `bootstrapped`. What a
+    /// reconcile compares with the object's status, so that an unchanged pool is not written again.
+    pub fn as_written(&self, status: &DockerMachinePoolStatus) -> DockerMachinePoolStatus {
+        match self.served {
+            Served::Docker => status.clone(),
+            Served::Dev => DockerMachinePoolStatus::from(&DevMachinePoolStatus::from(status)),
+        }
     }
 }
 

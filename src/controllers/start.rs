@@ -29,11 +29,12 @@ use super::watches::{
     machine_to_infra_machine,
 };
 use super::workload::WorkloadClients;
-use super::{dockercluster, dockermachine, dockermachinepool};
+use super::{dockercluster, dockermachine};
 use crate::api::capi::{Cluster, Machine, MachinePool};
 use crate::api::v1beta2::{
-    DevCluster, DevMachine, DevMachineTemplate, DockerCluster, DockerMachine, DockerMachinePool,
-    DockerMachinePoolTemplate, DockerMachineTemplate,
+    DevCluster, DevMachine, DevMachinePool, DevMachinePoolTemplate, DevMachineTemplate,
+    DockerCluster, DockerMachine, DockerMachinePool, DockerMachinePoolTemplate,
+    DockerMachineTemplate,
 };
 use crate::docker::ContainerRuntime;
 use crate::docker::node::ProxyEnv;
@@ -42,7 +43,7 @@ use crate::runtime::{ControllerTask, Readiness};
 mod pools;
 mod shared;
 
-use pools::{PoolEvents, pool_controller};
+use pools::{PoolShared, pool_tasks};
 use shared::{SharedWatch, receiver_stream};
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -189,7 +190,8 @@ pub fn start(
             ),
         )
     });
-    // Machine pools: likewise, only when their controller runs.
+    // Machine pools: likewise, only when their controllers run (DevMachinePools only with the
+    // other Dev* kinds).
     let pool_watches = config.machine_pools.then(|| {
         (
             SharedWatch::new(
@@ -204,6 +206,14 @@ pub fn start(
             ),
         )
     });
+    let dev_pool_watch = (config.machine_pools && config.dev_kinds && config.dev_machine_pools)
+        .then(|| {
+            SharedWatch::new(
+                api::<DevMachinePool>(&client, namespace),
+                watch_config(),
+                "DevMachinePool",
+            )
+        });
 
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<MachineRef>();
     let ctx = Arc::new(Context {
@@ -280,7 +290,8 @@ pub fn start(
 
     // The templates' capacity: DockerMachineTemplates, DevMachineTemplates when the Dev* kinds are
     // served (`--devmachinetemplate-concurrency`), and DockerMachinePoolTemplates when machine
-    // pools are on (under `--dockermachinetemplate-concurrency`, as the Docker kinds' template).
+    // pools are on (under `--dockermachinetemplate-concurrency`, as the Docker kinds' template),
+    // DevMachinePoolTemplates with the DevMachinePool controller (under the Dev kinds' flag).
     tasks.push(template_task::<DockerMachineTemplate>(
         &ctx,
         watch_config(),
@@ -303,22 +314,31 @@ pub fn start(
             &stop,
         ));
     }
-
-    if let Some(watches) = pool_watches {
-        manager.metrics.register_controller(
-            dockermachinepool::CONTROLLER,
-            concurrency.docker_machine_pool,
-        );
-        manager.readiness.require(dockermachinepool::CONTROLLER);
-        let events = PoolEvents {
-            machine_pools: watches.0.subscribe(),
-            pools: watches.1.subscribe(),
-            clusters: clusters.subscribe(),
-            docker_machines: docker_machines.subscribe(),
-        };
-        let synced = vec![clusters.synced(), docker_machines.synced()];
-        tasks.push(pool_controller(ctx.clone(), watches, events, synced, &stop));
+    if dev_pool_watch.is_some() {
+        tasks.push(template_task::<DevMachinePoolTemplate>(
+            &ctx,
+            watch_config(),
+            concurrency.dev_machine_template,
+            &stop,
+        ));
     }
+
+    // One pool controller per pool kind, the same reconcile.
+    let machine_pool_driver = pool_watches.map(|(machine_pools, docker_pools)| {
+        let shared = PoolShared {
+            machine_pools,
+            clusters: &clusters,
+            docker_machines: &docker_machines,
+            dev_machines: dev_watches.as_ref().map(|(_, dev_machines)| dev_machines),
+        };
+        pool_tasks(
+            &ctx,
+            shared,
+            (docker_pools, dev_pool_watch),
+            &mut tasks,
+            &stop,
+        )
+    });
 
     let mut drivers = vec![
         clusters.into_driver(),
@@ -330,6 +350,7 @@ pub fn start(
     if let Some((dev_clusters, dev_machines)) = dev_watches {
         drivers.extend([dev_clusters.into_driver(), dev_machines.into_driver()]);
     }
+    drivers.extend(machine_pool_driver);
     let watches_stop = stop.clone();
     let watches = async move {
         tokio::select! {

@@ -20,7 +20,9 @@ use super::apply::apply_status_unless_gone;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::meta::key;
-use crate::api::v1beta2::{DevMachineTemplate, DockerMachinePoolTemplate, DockerMachineTemplate};
+use crate::api::v1beta2::{
+    DevMachinePoolTemplate, DevMachineTemplate, DockerMachinePoolTemplate, DockerMachineTemplate,
+};
 use crate::docker::HostInfo;
 
 /// Name of the DockerMachineTemplate controller in metrics and logs.
@@ -31,6 +33,9 @@ pub const DEV_CONTROLLER: &str = "devmachinetemplate";
 
 /// Name of the DockerMachinePoolTemplate controller in metrics and logs.
 pub const POOL_CONTROLLER: &str = "dockermachinepooltemplate";
+
+/// Name of the DevMachinePoolTemplate controller in metrics and logs.
+pub const DEV_POOL_CONTROLLER: &str = "devmachinepooltemplate";
 
 /// A template kind whose status carries the capacity of one machine made from it.
 pub trait CapacityTemplate:
@@ -78,7 +83,16 @@ impl CapacityTemplate for DockerMachinePoolTemplate {
     }
 }
 
-/// The status body both template kinds share: only `capacity`.
+impl CapacityTemplate for DevMachinePoolTemplate {
+    const CONTROLLER: &'static str = DEV_POOL_CONTROLLER;
+    const KIND: &'static str = "DevMachinePoolTemplate";
+
+    fn capacity(&self) -> Option<&BTreeMap<String, Quantity>> {
+        self.status.as_ref().map(|s| &s.capacity)
+    }
+}
+
+/// The status body every template kind shares: only `capacity`.
 #[derive(Serialize)]
 struct CapacityStatus<'a> {
     capacity: &'a BTreeMap<String, Quantity>,

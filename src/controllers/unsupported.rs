@@ -25,6 +25,9 @@ pub const BACKEND_NOT_SUPPORTED_REASON: &str = "BackendNotSupported";
 pub const MESSAGE: &str =
     "spec.backend names no backend; set spec.backend.docker or spec.backend.inMemory";
 
+/// The same for a DevMachinePool, whose only backend is `docker` (as in CAPD 1.14).
+pub const POOL_MESSAGE: &str = "spec.backend names no backend; set spec.backend.docker";
+
 /// Reports the object unsupported (once: the status and Event are written only when the
 /// condition changes), and releases our finalizer when it is being deleted.
 ///
@@ -34,6 +37,20 @@ pub async fn reconcile<K: ServedKind>(
     ctx: &Context,
     object: &K,
     finalizer_name: &str,
+    backend: UnsupportedBackend,
+) -> Result<Action> {
+    reconcile_with(ctx, object, finalizer_name, MESSAGE, backend).await
+}
+
+/// As [`reconcile`], with the kind's own `message` ([`POOL_MESSAGE`] for a pool).
+///
+/// # Errors
+/// As [`reconcile`].
+pub async fn reconcile_with<K: ServedKind>(
+    ctx: &Context,
+    object: &K,
+    finalizer_name: &str,
+    message: &str,
     _: UnsupportedBackend,
 ) -> Result<Action> {
     let namespace = object.namespace().unwrap_or_default();
@@ -51,7 +68,7 @@ pub async fn reconcile<K: ServedKind>(
         }
         return Ok(Action::await_change());
     }
-    let message = MESSAGE.to_string();
+    let message = message.to_string();
     let current = ready_condition(object);
     if current.as_ref().is_some_and(|c| {
         c.status == ConditionStatus::False
@@ -104,5 +121,10 @@ mod tests {
         assert!(MESSAGE.contains("no backend"), "{MESSAGE}");
         assert!(MESSAGE.contains("spec.backend.docker"), "{MESSAGE}");
         assert!(MESSAGE.contains("spec.backend.inMemory"), "{MESSAGE}");
+        assert!(
+            POOL_MESSAGE.contains("spec.backend.docker"),
+            "{POOL_MESSAGE}"
+        );
+        assert!(!POOL_MESSAGE.contains("inMemory"), "{POOL_MESSAGE}");
     }
 }

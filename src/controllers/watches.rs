@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, owner, owner_cluster, refers_to};
 use crate::api::capi::{Cluster, Machine, MachinePool};
-use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachinePool};
+use crate::api::v1beta2::{DockerCluster, DockerMachine};
 use crate::api::{GROUP, LEGACY_WEIGHT_ANNOTATION, PAUSED_ANNOTATION, WEIGHT_ANNOTATION};
 
 /// Remembers a fingerprint per object and says whether it changed: a predicate for shared
@@ -183,7 +183,7 @@ pub fn docker_cluster_cluster(docker_cluster: &DockerCluster) -> Option<&str> {
     owner_cluster(&docker_cluster.metadata).or_else(|| cluster_label(&docker_cluster.metadata))
 }
 
-/// What of a MachinePool matters to its DockerMachinePool.
+/// What of a MachinePool matters to its infrastructure pool.
 pub fn machine_pool_fingerprint(machine_pool: &MachinePool) -> impl Serialize + use<> {
     (
         machine_pool.metadata.deletion_timestamp.is_some(),
@@ -192,23 +192,25 @@ pub fn machine_pool_fingerprint(machine_pool: &MachinePool) -> impl Serialize + 
     )
 }
 
-/// The DockerMachinePool a MachinePool points to.
-pub fn machine_pool_to_docker_machine_pool(
+/// The infrastructure pool of kind `K` (DockerMachinePool or DevMachinePool) a MachinePool
+/// points to.
+pub fn machine_pool_to_pool<K: Resource<DynamicType = ()>>(
     machine_pool: &MachinePool,
-) -> Option<ObjectRef<DockerMachinePool>> {
+) -> Option<ObjectRef<K>> {
     let reference = machine_pool
         .spec
         .template
         .spec
         .infrastructure_ref
         .as_ref()?;
-    if !refers_to(reference, "DockerMachinePool") {
+    if !refers_to(reference, &K::kind(&())) {
         return None;
     }
     Some(ObjectRef::new(&reference.name).within(&machine_pool.namespace().unwrap_or_default()))
 }
 
-/// What of a DockerMachine matters to its pool: owners, deletion, provider ID and readiness.
+/// What of a DockerMachine (or a DevMachine's view) matters to its pool: owners, deletion,
+/// provider ID and readiness.
 pub fn docker_machine_fingerprint_for_pool(
     docker_machine: &DockerMachine,
 ) -> impl Serialize + use<> {
@@ -234,20 +236,20 @@ pub fn docker_machine_fingerprint_for_pool(
     )
 }
 
-/// The DockerMachinePool that made a DockerMachine (its owner reference).
-pub fn docker_machine_to_pool(
-    docker_machine: &DockerMachine,
-) -> Option<ObjectRef<DockerMachinePool>> {
-    let pool = owner(&docker_machine.metadata, GROUP, "DockerMachinePool")?;
-    Some(ObjectRef::new(&pool.name).within(&docker_machine.namespace().unwrap_or_default()))
+/// The pool of kind `K` that made a machine (its owner reference).
+pub fn machine_to_pool<K: Resource<DynamicType = ()>>(
+    machine: &kube::core::ObjectMeta,
+) -> Option<ObjectRef<K>> {
+    let pool = owner(machine, GROUP, &K::kind(&()))?;
+    Some(ObjectRef::new(&pool.name).within(machine.namespace.as_deref().unwrap_or_default()))
 }
 
-/// The DockerMachinePools of the cluster `cluster` in `namespace`, through their MachinePools.
-pub fn docker_machine_pools_of_cluster(
+/// The pools of kind `K` of the cluster `cluster` in `namespace`, through their MachinePools.
+pub fn pools_of_cluster<K: Resource<DynamicType = ()>>(
     namespace: &str,
     cluster: &str,
     machine_pools: &Store<DeserializeGuard<MachinePool>>,
-) -> Vec<ObjectRef<DockerMachinePool>> {
+) -> Vec<ObjectRef<K>> {
     machine_pools
         .state()
         .iter()
@@ -255,7 +257,7 @@ pub fn docker_machine_pools_of_cluster(
         .filter(|mp| {
             mp.namespace().as_deref() == Some(namespace) && mp.cluster_name() == Some(cluster)
         })
-        .filter_map(machine_pool_to_docker_machine_pool)
+        .filter_map(machine_pool_to_pool::<K>)
         .collect()
 }
 

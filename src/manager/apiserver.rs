@@ -49,6 +49,14 @@ pub const MACHINE_POOL_RESOURCES: [ResourceTable; 2] = [
     (CLUSTER_API_GROUP_VERSION, &["machinepools"]),
 ];
 
+/// The resources the DevMachinePool controller watches besides [`MACHINE_POOL_RESOURCES`] and
+/// [`DEV_RESOURCES`] (CAPD 1.14's kinds: components of an earlier release lack them, and the
+/// other controllers run without them).
+pub const DEV_MACHINE_POOL_RESOURCES: [ResourceTable; 1] = [(
+    INFRASTRUCTURE_GROUP_VERSION,
+    &["devmachinepools", "devmachinepooltemplates"],
+)];
+
 /// The resources the DevCluster, DevMachine and DevMachineTemplate controllers watch: they run
 /// only where they are served (see [`missing_optional_resources`]), so a manager given only the
 /// Docker* CRDs keeps serving those.

@@ -184,6 +184,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         watch_filter: Some(watch_filter).filter(|f| !f.is_empty()),
         machine_pools: feature_gates.enabled(Feature::MachinePool),
         dev_kinds: true,
+        dev_machine_pools: true,
         feature_gates,
         docker_network,
         publish_address,
@@ -368,7 +369,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
 }
 
 /// Turns off the Cluster API controllers whose optional CRDs are not served (machine pools, the
-/// Dev* kinds), with a warning naming what is missing.
+/// Dev* kinds, DevMachinePools), with a warning naming what is missing.
 async fn check_optional_resources(client: &kube::Client, controller_config: &mut ControllerConfig) {
     if controller_config.machine_pools {
         controller_config.machine_pools = served(
@@ -384,6 +385,14 @@ async fn check_optional_resources(client: &kube::Client, controller_config: &mut
         "The Dev* CRDs are not served; the DevCluster, DevMachine and DevMachineTemplate controllers do not run (install them and restart the manager)",
     )
     .await;
+    if controller_config.machine_pools && controller_config.dev_kinds {
+        controller_config.dev_machine_pools = served(
+            client,
+            &apiserver::DEV_MACHINE_POOL_RESOURCES,
+            "The DevMachinePool CRDs are not served; the DevMachinePool controller does not run (install them and restart the manager)",
+        )
+        .await;
+    }
 }
 
 /// Whether every resource of `table` is served; if not, logs `consequence` with what is missing.

@@ -78,6 +78,9 @@ pub struct ControllerConfig {
     /// Whether the DevCluster, DevMachine and DevMachineTemplate controllers run: their CRDs are
     /// served.
     pub dev_kinds: bool,
+    /// Whether the DevMachinePool controller runs (with [`Self::machine_pools`] and
+    /// [`Self::dev_kinds`]): the DevMachinePool CRDs are served.
+    pub dev_machine_pools: bool,
     /// `--docker-network`: the network cluster containers join.
     pub docker_network: String,
     /// `--publish-address`: host address published container ports are bound to.
@@ -152,6 +155,7 @@ mod tests {
             feature_gates: FeatureGates::default(),
             machine_pools: true,
             dev_kinds: true,
+            dev_machine_pools: true,
             docker_network: "kind".to_owned(),
             publish_address: std::net::Ipv4Addr::LOCALHOST.into(),
             sync_period: Duration::from_secs(600),

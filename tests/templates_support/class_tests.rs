@@ -1,5 +1,6 @@
-//! The ClusterClass quick-start: references, variables and patches, and what its patches make of
-//! its templates for the development flavor.
+//! The ClusterClass quick-start-docker (quick-start on the Docker* kinds; quick-start on the Dev*
+//! kinds is the same class, `dev_tests.rs`): references, variables and patches, and what its
+//! patches make of its templates for the development-docker flavor.
 
 use std::collections::BTreeMap;
 
@@ -7,12 +8,12 @@ use serde_json::{Value, json};
 
 use super::*;
 
-const CLUSTERCLASS: &str = "clusterclass-quick-start.yaml";
+const CLUSTERCLASS: &str = "clusterclass-quick-start-docker.yaml";
 
 #[test]
 fn the_development_variables_satisfy_the_quick_start_class() {
-    let objects = generate("development", &demo());
-    let class = find(&objects, "ClusterClass", "quick-start");
+    let objects = generate("development-docker", &demo());
+    let class = find(&objects, "ClusterClass", "quick-start-docker");
     let cluster = find(&objects, "Cluster", "demo");
     let set = cluster["spec"]["topology"]["variables"].as_array().unwrap();
     assert_eq!(
@@ -82,7 +83,7 @@ fn the_development_variables_satisfy_the_quick_start_class() {
 #[test]
 fn quick_start_patches_select_its_templates_and_write_existing_fields() {
     let class_objects = render(CLUSTERCLASS, &demo());
-    let class = find(&class_objects, "ClusterClass", "quick-start");
+    let class = find(&class_objects, "ClusterClass", "quick-start-docker");
     let patches: Vec<&str> = class["spec"]["patches"]
         .as_array()
         .unwrap()
@@ -144,7 +145,7 @@ fn broken_references_are_reported() {
     );
     assert!(found[2].starts_with("MachineDeployment") && found[2].contains("someone-else"));
 
-    let dev = generate("development", &demo());
+    let dev = generate("development-docker", &demo());
     let mut objects = dev.clone();
     let cluster = objects.iter_mut().find(|o| o["kind"] == "Cluster").unwrap();
     cluster["spec"]["topology"]["workers"]["machineDeployments"][0]["class"] = json!("big-worker");
@@ -152,17 +153,17 @@ fn broken_references_are_reported() {
         .iter_mut()
         .find(|o| o["kind"] == "ClusterClass")
         .unwrap();
-    class["spec"]["controlPlane"]["templateRef"]["name"] = json!("quick-start-cp");
+    class["spec"]["controlPlane"]["templateRef"]["name"] = json!("quick-start-docker-cp");
     let found = refs::check(&objects);
     assert_eq!(found.len(), 2, "{found:#?}");
     assert!(found[0].contains("uses class \"big-worker\""));
-    assert!(found[1].contains("KubeadmControlPlaneTemplate \"quick-start-cp\""));
+    assert!(found[1].contains("KubeadmControlPlaneTemplate \"quick-start-docker-cp\""));
 
     let mut objects = dev;
     objects.retain(|o| o["kind"] != "ClusterClass");
     let found = refs::check(&objects);
     assert!(
-        found.len() == 1 && found[0].contains("no ClusterClass \"quick-start\""),
+        found.len() == 1 && found[0].contains("no ClusterClass \"quick-start-docker\""),
         "{found:?}"
     );
 }
@@ -218,7 +219,7 @@ pub(super) fn assert_valid(patched: &[patches::Patched], what: &str) {
 
 #[test]
 fn the_quick_start_patches_give_valid_templates_on_the_kind_image_of_the_version() {
-    let default = patched("development", &demo(), |_| {});
+    let default = patched("development-docker", &demo(), |_| {});
     assert_eq!(
         default.len(),
         5,
@@ -267,7 +268,7 @@ fn the_quick_start_patches_give_valid_templates_on_the_kind_image_of_the_version
     // Every variable set, an old version with build metadata, Pod Security off.
     let mut old = demo();
     old.insert("KUBERNETES_VERSION".into(), "v1.24.17+build.1".into());
-    let custom = patched("development", &old, |cluster| {
+    let custom = patched("development-docker", &old, |cluster| {
         let variables = &mut cluster["spec"]["topology"]["variables"];
         variables[0]["value"] = json!("registry.example.com/k8s");
         variables[1]["value"] = json!("3.5.15-0");
@@ -308,7 +309,7 @@ fn the_quick_start_patches_give_valid_templates_on_the_kind_image_of_the_version
 
     let mut off = demo();
     off.insert("POD_SECURITY_STANDARD_ENABLED".into(), "false".into());
-    let off = patched("development", &off, |_| {});
+    let off = patched("development-docker", &off, |_| {});
     let kcp = &of(&off, "controlPlane", "KubeadmControlPlaneTemplate")["spec"]["template"]["spec"];
     assert!(kcp["kubeadmConfigSpec"].get("files").is_none(), "{kcp}");
     assert!(
@@ -319,7 +320,7 @@ fn the_quick_start_patches_give_valid_templates_on_the_kind_image_of_the_version
 
 #[test]
 fn a_patch_that_cannot_apply_is_reported() {
-    let mut objects = generate("development", &demo());
+    let mut objects = generate("development-docker", &demo());
     let class = objects
         .iter_mut()
         .find(|o| o["kind"] == "ClusterClass")
@@ -387,7 +388,7 @@ fn nested_variable_schemas_use_only_known_keywords() {
         return;
     }
     let objects = render(CLUSTERCLASS, &demo());
-    let class = find(&objects, "ClusterClass", "quick-start");
+    let class = find(&objects, "ClusterClass", "quick-start-docker");
     assert_clean("nested variable schemas", &nested_schema_problems(class));
     let mut typo = class.clone();
     let enforce =

@@ -1,5 +1,7 @@
-//! The quick-start class's machine pool class `default-worker` and the `development-mp` flavor:
-//! what its patches make of the DockerMachinePoolTemplate, what Cluster API's topology controller
+//! The machine pool class `default-worker` of both quick-start classes and their flavors:
+//! `development-mp` (class quick-start, CAPD 1.14's, a DevMachinePoolTemplate) and
+//! `development-mp-docker` (class quick-start-docker, CAPD 1.12's, a DockerMachinePoolTemplate):
+//! what the class's patches make of the pool template, what Cluster API's topology controller
 //! makes of it for a Cluster, and the mistakes the checks catch.
 
 use serde_json::{Value, json};
@@ -7,57 +9,117 @@ use serde_json::{Value, json};
 use super::class_tests::{assert_valid, of, patched, roles};
 use super::*;
 
-const CLUSTERCLASS: &str = "clusterclass-quick-start.yaml";
-const FLAVOR: &str = "development-mp";
 /// The role of the pool class's templates.
 const POOL: &str = "mp:default-worker";
 
-fn pool_template(patched: &[patches::Patched]) -> &Value {
-    of(patched, POOL, "DockerMachinePoolTemplate")
+/// One of the two pool classes.
+struct PoolClass {
+    flavor: &'static str,
+    class_file: &'static str,
+    class: &'static str,
+    /// The infrastructure cluster and machine template kinds of the class.
+    cluster_template: &'static str,
+    machine_template: &'static str,
+    /// The InfraMachinePool kind (its template is this with `Template`).
+    pool: &'static str,
+    /// Where the instance settings sit in the pool kind's spec.
+    instance: &'static str,
+    /// Where the image sits in a machine template's `spec.template.spec`.
+    machine_image: &'static str,
+}
+
+/// CAPD 1.14's: every Docker setting under `backend.docker`.
+const DEV: PoolClass = PoolClass {
+    flavor: "development-mp",
+    class_file: "clusterclass-quick-start.yaml",
+    class: "quick-start",
+    cluster_template: "DevClusterTemplate",
+    machine_template: "DevMachineTemplate",
+    pool: "DevMachinePool",
+    instance: "/backend/docker",
+    machine_image: "/backend/docker/customImage",
+};
+
+/// CAPD 1.12's: the instance settings one level deeper than a DockerMachineTemplate's.
+const DOCKER: PoolClass = PoolClass {
+    flavor: "development-mp-docker",
+    class_file: "clusterclass-quick-start-docker.yaml",
+    class: "quick-start-docker",
+    cluster_template: "DockerClusterTemplate",
+    machine_template: "DockerMachineTemplate",
+    pool: "DockerMachinePool",
+    instance: "/template",
+    machine_image: "/customImage",
+};
+
+impl PoolClass {
+    fn template_kind(&self) -> String {
+        format!("{}Template", self.pool)
+    }
+
+    fn pool_template<'a>(&self, patched: &'a [patches::Patched]) -> &'a Value {
+        of(patched, POOL, &self.template_kind())
+    }
+
+    /// The instance settings of the patched pool template.
+    fn instance<'a>(&self, patched: &'a [patches::Patched]) -> &'a Value {
+        self.pool_template(patched)["spec"]["template"]["spec"]
+            .pointer(self.instance)
+            .unwrap_or(&Value::Null)
+    }
 }
 
 #[test]
 fn the_pool_class_runs_its_instances_on_the_kind_image_of_the_version() {
-    let default = patched(FLAVOR, &demo(), |_| {});
+    for class in [DEV, DOCKER] {
+        pool_class_runs_its_instances_on_the_kind_image(&class);
+    }
+}
+
+fn pool_class_runs_its_instances_on_the_kind_image(class: &PoolClass) {
+    let flavor = class.flavor;
+    let default = patched(flavor, &demo(), |_| {});
     assert_eq!(
         roles(&default),
         [
-            ("infrastructureCluster", "DockerClusterTemplate"),
+            ("infrastructureCluster", class.cluster_template),
             ("controlPlane", "KubeadmControlPlaneTemplate"),
-            ("controlPlane", "DockerMachineTemplate"),
+            ("controlPlane", class.machine_template),
             (POOL, "KubeadmConfigTemplate"),
-            (POOL, "DockerMachinePoolTemplate"),
+            (POOL, class.template_kind().as_str()),
         ],
-        "the flavor's workers are the pool mp-0 only"
+        "{flavor}: the flavor's workers are the pool mp-0 only"
     );
     let pool = default.iter().find(|p| p.role == POOL).unwrap();
     assert_eq!(pool.workers.as_deref(), Some("mp-0"));
-    // CAPD 1.12's path: the instance settings sit one level deeper than a DockerMachineTemplate's.
     assert_eq!(
-        pool_template(&default)["spec"]["template"]["spec"]["template"],
-        json!({"customImage": "kindest/node:v1.34.0"})
+        class.instance(&default),
+        &json!({"customImage": "kindest/node:v1.34.0"}),
+        "{flavor}"
     );
     assert_eq!(
         str_at(
             of(&default, POOL, "KubeadmConfigTemplate"),
             "/metadata/name"
         ),
-        "quick-start-default-worker-bootstraptemplate",
-        "pool instances join with the deployment class's bootstrap template"
+        format!("{}-default-worker-bootstraptemplate", class.class),
+        "{flavor}: pool instances join with the deployment class's bootstrap template"
     );
-    skip_capi("the_pool_class_runs_its_instances_on_the_kind_image_of_the_version");
-    assert_valid(&default, "development-mp patched for demo");
+    let capi = !skip_capi("the_pool_class_runs_its_instances_on_the_kind_image_of_the_version");
+    if capi {
+        assert_valid(&default, &format!("{flavor} patched for demo"));
+    }
 
     let mut old = demo();
     old.insert("KUBERNETES_VERSION".into(), "v1.24.17+build.1".into());
-    let old = patched(FLAVOR, &old, |_| {});
+    let old = patched(flavor, &old, |_| {});
     assert_eq!(
-        pool_template(&old)["spec"]["template"]["spec"]["template"]["customImage"],
+        class.instance(&old)["customImage"],
         "kindest/node:v1.24.17_build.1"
     );
 
     // A Cluster with both kinds of workers: each gets its own image patch.
-    let both = patched(FLAVOR, &demo(), |cluster| {
+    let both = patched(flavor, &demo(), |cluster| {
         cluster["spec"]["topology"]["workers"]["machineDeployments"] =
             json!([{"class": "default-worker", "name": "md-0", "replicas": 1}]);
     });
@@ -66,25 +128,31 @@ fn the_pool_class_runs_its_instances_on_the_kind_image_of_the_version() {
         7,
         "cluster, control plane (2), md-0 (2), mp-0 (2)"
     );
+    let md = of(&both, "md:default-worker", class.machine_template);
     assert_eq!(
-        of(&both, "md:default-worker", "DockerMachineTemplate")["spec"]["template"]["spec"]["customImage"],
-        "kindest/node:v1.34.0"
+        md["spec"]["template"]["spec"].pointer(class.machine_image),
+        Some(&json!("kindest/node:v1.34.0")),
+        "{flavor}"
     );
-    assert_eq!(
-        pool_template(&both)["spec"]["template"]["spec"]["template"]["customImage"],
-        "kindest/node:v1.34.0"
-    );
-    assert_valid(&both, "both kinds of workers patched for demo");
+    assert_eq!(class.instance(&both)["customImage"], "kindest/node:v1.34.0");
+    if capi {
+        assert_valid(&both, "both kinds of workers patched for demo");
+    }
 
-    // The deployment flavor leaves the pool class unused.
-    let development = patched("development", &demo(), |_| {});
+    // The deployment flavor of the same class leaves the pool class unused.
+    let development = flavor.replace("-mp", "");
+    let development = patched(&development, &demo(), |_| {});
     assert!(development.iter().all(|p| !p.role.starts_with("mp:")));
 }
 
-/// The MachinePool, KubeadmConfig and DockerMachinePool Cluster API's topology controller creates
+/// The MachinePool, KubeadmConfig and InfraMachinePool Cluster API's topology controller creates
 /// for the first topology machine pool of `cluster` from the patched class templates (names
 /// without the random suffix).
-fn topology_machine_pool(cluster: &Value, patched: &[patches::Patched]) -> Vec<Value> {
+fn topology_machine_pool(
+    class: &PoolClass,
+    cluster: &Value,
+    patched: &[patches::Patched],
+) -> Vec<Value> {
     let cluster_name = str_at(cluster, "/metadata/name");
     let topology = &cluster["spec"]["topology"];
     let workers = &topology["workers"]["machinePools"][0];
@@ -104,7 +172,7 @@ fn topology_machine_pool(cluster: &Value, patched: &[patches::Patched]) -> Vec<V
         })
     };
     let bootstrap = from_template("KubeadmConfig");
-    let infrastructure = from_template("DockerMachinePool");
+    let infrastructure = from_template(class.pool);
     let reference = |o: &Value| {
         json!({
             "apiGroup": group_of(str_at(o, "/apiVersion")),
@@ -132,22 +200,36 @@ fn topology_machine_pool(cluster: &Value, patched: &[patches::Patched]) -> Vec<V
 
 #[test]
 fn what_the_topology_makes_of_the_pool_class_is_valid_and_consistent() {
+    for class in [DEV, DOCKER] {
+        topology_of_the_pool_class(&class);
+    }
+}
+
+fn topology_of_the_pool_class(class: &PoolClass) {
+    let flavor = class.flavor;
     let mut values = demo();
     values.insert("WORKER_MACHINE_COUNT".into(), "3".into());
-    let mut objects = generate(FLAVOR, &values);
+    let mut objects = generate(flavor, &values);
     let made = topology_machine_pool(
+        class,
         find(&objects, "Cluster", "demo"),
-        &patched(FLAVOR, &values, |_| {}),
+        &patched(flavor, &values, |_| {}),
     );
     let pool = find(&made, "MachinePool", "demo-mp-0");
     assert_eq!(pool["spec"]["replicas"], 3);
-    let instance = &find(&made, "DockerMachinePool", "demo-mp-0")["spec"]["template"];
-    assert_eq!(instance["customImage"], "kindest/node:v1.34.0");
-    skip_capi("what_the_topology_makes_of_the_pool_class_is_valid_and_consistent");
-    let mut problems = problems_of("the topology of development-mp", &made).0;
+    let instance = find(&made, class.pool, "demo-mp-0")["spec"].pointer(class.instance);
+    assert_eq!(
+        instance.map(|i| &i["customImage"]),
+        Some(&json!("kindest/node:v1.34.0")),
+        "{flavor}"
+    );
+    if skip_capi("what_the_topology_makes_of_the_pool_class_is_valid_and_consistent") {
+        return;
+    }
+    let mut problems = problems_of(&format!("the topology of {flavor}"), &made).0;
     objects.extend(made);
     problems.extend(refs::check(&objects));
-    assert_clean("the MachinePool of development-mp", &problems);
+    assert_clean(&format!("the MachinePool of {flavor}"), &problems);
 
     // A MachinePool's references are checked as a MachineDeployment's are.
     let pool = objects
@@ -155,11 +237,13 @@ fn what_the_topology_makes_of_the_pool_class_is_valid_and_consistent() {
         .find(|o| o["kind"] == "MachinePool")
         .unwrap();
     pool["spec"]["clusterName"] = json!("someone-else");
-    pool["spec"]["template"]["spec"]["infrastructureRef"]["kind"] = json!("DockerMachine");
+    let machine_kind = class.pool.replace("Pool", "");
+    pool["spec"]["template"]["spec"]["infrastructureRef"]["kind"] = json!(machine_kind);
     let found = refs::check(&objects);
     assert_eq!(found.len(), 2, "{found:#?}");
     assert!(
-        found[0].starts_with("MachinePool demo-mp-0") && found[0].contains("DockerMachine \""),
+        found[0].starts_with("MachinePool demo-mp-0")
+            && found[0].contains(&format!("{machine_kind} \"")),
         "{found:?}"
     );
     assert!(
@@ -170,14 +254,20 @@ fn what_the_topology_makes_of_the_pool_class_is_valid_and_consistent() {
 
 #[test]
 fn mistakes_in_the_pool_class_are_reported() {
-    let mut objects = generate(FLAVOR, &demo());
+    for class in [DEV, DOCKER] {
+        mistakes_in_one_pool_class_are_reported(&class);
+    }
+}
+
+fn mistakes_in_one_pool_class_are_reported(class: &PoolClass) {
+    let mut objects = generate(class.flavor, &demo());
     let cluster = objects.iter_mut().find(|o| o["kind"] == "Cluster").unwrap();
     cluster["spec"]["topology"]["workers"]["machinePools"][0]["class"] = json!("big-worker");
-    let class = objects
+    let cluster_class = objects
         .iter_mut()
         .find(|o| o["kind"] == "ClusterClass")
         .unwrap();
-    class["spec"]["workers"]["machinePools"][0]["infrastructure"]["templateRef"]["name"] =
+    cluster_class["spec"]["workers"]["machinePools"][0]["infrastructure"]["templateRef"]["name"] =
         json!("quick-start-pool");
     let found = refs::check(&objects);
     assert_eq!(found.len(), 2, "{found:#?}");
@@ -186,22 +276,29 @@ fn mistakes_in_the_pool_class_are_reported() {
         "{found:?}"
     );
     assert!(
-        found[1].contains("DockerMachinePoolTemplate \"quick-start-pool\""),
+        found[1].contains(&format!("{} \"quick-start-pool\"", class.template_kind())),
         "{found:?}"
     );
 
-    let rendered = render(CLUSTERCLASS, &demo());
-    let class = find(&rendered, "ClusterClass", "quick-start");
-    let mut broken = class.clone();
+    let rendered = render(class.class_file, &demo());
+    let cluster_class = find(&rendered, "ClusterClass", class.class);
+    let mut broken = cluster_class.clone();
     let definition = &mut broken["spec"]["patches"][3]["definitions"][2];
-    assert_eq!(definition["selector"]["kind"], "DockerMachinePoolTemplate");
-    // The path of a DockerMachineTemplate (and of CAPD 1.14's DevMachinePoolTemplate).
-    definition["jsonPatches"][0]["path"] = json!("/spec/template/spec/customImage");
+    assert_eq!(definition["selector"]["kind"], json!(class.template_kind()));
+    // The path of the other generation's pool template.
+    let other = if class.pool == DEV.pool {
+        &DOCKER
+    } else {
+        &DEV
+    };
+    definition["jsonPatches"][0]["path"] =
+        json!(format!("/spec/template/spec{}/customImage", other.instance));
     let found = refs::patch_path_problems(&broken, crds());
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(
-        found[0].contains("DockerMachinePoolTemplate") && found[0].contains("no \"customImage\""),
-        "{found:?}"
+        found[0].contains(&class.template_kind()),
+        "{}: {found:?}",
+        class.flavor
     );
     broken["spec"]["patches"][3]["definitions"][2]["selector"]["matchResources"]["machinePoolClass"]
         ["names"] = json!(["big-worker"]);

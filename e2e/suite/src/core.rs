@@ -29,7 +29,7 @@ pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
 pub const DOCKER_CLUSTER_FINALIZER: &str = "dockercluster.infrastructure.cluster.x-k8s.io";
 /// Our finalizer on DockerMachines.
 pub const DOCKER_MACHINE_FINALIZER: &str = "dockermachine.infrastructure.cluster.x-k8s.io";
-/// Our finalizer on DockerMachinePools.
+/// Our finalizer on DockerMachinePools and DevMachinePools (CAPD 1.14 uses the same).
 pub const DOCKER_MACHINE_POOL_FINALIZER: &str = "dockermachinepool.infrastructure.cluster.x-k8s.io";
 
 /// The kind of a Cluster API core object.
@@ -59,6 +59,7 @@ pub fn kinds() -> Vec<ApiResource> {
         infra("DockerMachineTemplate"),
         infra("DevCluster"),
         infra("DevMachine"),
+        infra("DevMachinePool"),
     ]
 }
 
@@ -86,6 +87,31 @@ impl InfraKinds {
         match self {
             Self::Docker => "DockerMachine",
             Self::Dev => "DevMachine",
+        }
+    }
+
+    /// The infrastructure machine pool kind.
+    pub fn pool(self) -> &'static str {
+        match self {
+            Self::Docker => "DockerMachinePool",
+            Self::Dev => "DevMachinePool",
+        }
+    }
+
+    /// The label the provider puts on the containers of a machine pool of this kind.
+    pub fn pool_container_label(self) -> &'static str {
+        match self {
+            Self::Docker => crate::docker::MACHINE_POOL_LABEL,
+            Self::Dev => crate::docker::DEV_MACHINE_POOL_LABEL,
+        }
+    }
+
+    /// A machine pool's spec in this generation's shape from the settings of its instances: a
+    /// DockerMachinePool has them under `template`, a DevMachinePool under `backend.docker`.
+    pub fn pool_spec(self, instance: Value) -> Value {
+        match self {
+            Self::Docker => json!({"template": instance}),
+            Self::Dev => json!({"backend": {"docker": instance}}),
         }
     }
 

@@ -10,6 +10,8 @@ pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 pub const FAILURE_DOMAIN_LABEL: &str = "io.x-k8s.cluster.failureDomain";
 /// The label the provider puts on a container of a DockerMachinePool.
 pub const MACHINE_POOL_LABEL: &str = "docker.cluster.x-k8s.io/machine-pool";
+/// The label the provider puts on a container of a DevMachinePool (CAPD 1.14's).
+pub const DEV_MACHINE_POOL_LABEL: &str = "dev.cluster.x-k8s.io/machine-pool";
 /// Where the haproxy configuration lives in the load balancer container.
 pub const HAPROXY_CONFIG: &str = "/usr/local/etc/haproxy/haproxy.cfg";
 /// Where the kubeadm stand-in of the node image records its runs.
@@ -115,11 +117,12 @@ pub fn cluster_containers(cluster: &str) -> Vec<String> {
     containers_labelled(&[format!("label={CLUSTER_LABEL}={cluster}")])
 }
 
-/// Container names of a cluster's DockerMachinePool (running or not), sorted.
-pub fn pool_containers(cluster: &str, pool: &str) -> Vec<String> {
+/// Container names of a cluster's machine pool (running or not), sorted: those with `pool_label`
+/// ([`MACHINE_POOL_LABEL`] or [`DEV_MACHINE_POOL_LABEL`]) set to the pool's name.
+pub fn pool_containers(cluster: &str, pool_label: &str, pool: &str) -> Vec<String> {
     containers_labelled(&[
         format!("label={CLUSTER_LABEL}={cluster}"),
-        format!("label={MACHINE_POOL_LABEL}={pool}"),
+        format!("label={pool_label}={pool}"),
     ])
 }
 

@@ -121,6 +121,14 @@ const REQUIRED_KINDS: [(&str, &str); 7] = [
     ("infrastructure.cluster.x-k8s.io", "DockerMachineTemplate"),
 ];
 
+/// Our infrastructure cluster kinds, machine kinds and machine pool kinds: Docker* (CAPD 1.12's,
+/// the `-docker` templates) and Dev* (CAPD 1.14's).
+pub const INFRA_CLUSTERS: &[&str] = &["DockerCluster", "DevCluster"];
+/// See [`INFRA_CLUSTERS`].
+pub const INFRA_MACHINES: &[&str] = &["DockerMachine", "DevMachine"];
+/// See [`INFRA_CLUSTERS`].
+pub const INFRA_POOLS: &[&str] = &["DockerMachinePool", "DevMachinePool"];
+
 /// The node image of the machines, and the Kubernetes version the templates are rendered with.
 #[derive(Debug, Clone)]
 pub struct NodeImage {
@@ -291,19 +299,27 @@ impl Installed {
             .unwrap_or_else(|e| panic!("patch {} {name}: {e}", kind.kind));
     }
 
+    /// The objects of `kinds` (ours) labelled with `cluster`, kind by kind.
+    pub async fn of_cluster_kinds(&self, kinds: &[&str], cluster: &str) -> Vec<DynamicObject> {
+        let mut objects = Vec::new();
+        for kind in kinds {
+            objects.extend(self.of_cluster(&infra(kind), cluster).await);
+        }
+        objects
+    }
+
     fn api(&self, kind: &ApiResource) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &self.namespace, kind)
     }
 
-    /// Waits until the DockerCluster of `cluster` is ready with its load balancer running and the
-    /// endpoint set, and returns it.
+    /// Waits until the DockerCluster (or DevCluster) of `cluster` is ready with its load balancer
+    /// running and the endpoint set, and returns it.
     pub async fn wait_infrastructure(&self, cluster: &str, timeout: Duration) -> DynamicObject {
-        let kind = infra("DockerCluster");
         let docker_cluster = eventually(
             timeout,
-            &format!("the DockerCluster of {cluster} Ready with its endpoint"),
+            &format!("the DockerCluster or DevCluster of {cluster} Ready with its endpoint"),
             || async {
-                let dc = self.of_cluster(&kind, cluster).await.into_iter().next()?;
+                let dc = self.of_cluster_kinds(INFRA_CLUSTERS, cluster).await.pop()?;
                 let ready = condition_state(&dc, "Ready").is_some_and(|(s, _)| s == "True");
                 let endpoint = &dc.data["spec"]["controlPlaneEndpoint"];
                 (ready && endpoint["host"].is_string() && endpoint["port"].is_number())
@@ -330,9 +346,9 @@ impl Installed {
         docker_cluster
     }
 
-    /// Waits until `count` DockerMachines of `cluster` (control planes when `control_plane`,
-    /// else workers) are provisioned, each with our provider ID, addresses and a running
-    /// container, and returns them.
+    /// Waits until `count` DockerMachines and DevMachines of `cluster` (control planes when
+    /// `control_plane`, else workers: a MachineDeployment's and a MachinePool's) are provisioned,
+    /// each with our provider ID, addresses and a running container, and returns them.
     pub async fn wait_machines(
         &self,
         cluster: &str,
@@ -347,10 +363,10 @@ impl Installed {
         };
         let machines = eventually(
             timeout,
-            &format!("{count} {what} DockerMachines of {cluster} provisioned"),
+            &format!("{count} {what} DockerMachines or DevMachines of {cluster} provisioned"),
             || async {
                 let machines: Vec<DynamicObject> = self
-                    .of_cluster(&infra("DockerMachine"), cluster)
+                    .of_cluster_kinds(INFRA_MACHINES, cluster)
                     .await
                     .into_iter()
                     .filter(|m| {
@@ -456,7 +472,11 @@ impl Installed {
                 .and_then(|c| c.is_none().then_some(()))
         })
         .await;
-        for kind in ["DockerCluster", "DockerMachine", "DockerMachinePool"] {
+        for kind in INFRA_CLUSTERS
+            .iter()
+            .chain(INFRA_MACHINES)
+            .chain(INFRA_POOLS)
+        {
             assert!(
                 self.of_cluster(&infra(kind), cluster).await.is_empty(),
                 "no {kind} of {cluster} is left"
@@ -492,9 +512,10 @@ impl Drop for Installed {
 }
 
 /// `templates/<file>` rendered as `clusterctl generate cluster` would, with `namespace`, the node
-/// image's Kubernetes version and `values`; every DockerMachineTemplate (the ClusterClass's too)
-/// gets the node image as `customImage`, every DockerCluster and DockerClusterTemplate the load
-/// balancer image. The objects, in order.
+/// image's Kubernetes version and `values`; every DockerMachineTemplate and DevMachineTemplate of
+/// the docker backend (the ClusterClass's too) gets the node image as `customImage`, every
+/// DockerCluster, DevCluster and template of them the load balancer image. The objects, in
+/// order.
 pub fn render_template(
     file: &str,
     namespace: &str,
@@ -526,15 +547,27 @@ pub fn render_template(
         }
         let (repository, tag) = &node_image.load_balancer;
         let load_balancer = json!({"imageRepository": repository, "imageTag": tag});
-        match object["kind"].as_str() {
-            Some("DockerMachineTemplate") => {
-                object["spec"]["template"]["spec"]["customImage"] = json!(node_image.image);
+        // Where the Docker settings sit: a Dev* kind has them under `backend.docker` (and one
+        // of the in-memory backend has none).
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let settings = match kind.as_str() {
+            "DockerCluster" => object.pointer_mut("/spec"),
+            "DockerMachineTemplate" | "DockerClusterTemplate" => {
+                object.pointer_mut("/spec/template/spec")
             }
-            Some("DockerCluster") => object["spec"]["loadBalancer"] = load_balancer,
-            Some("DockerClusterTemplate") => {
-                object["spec"]["template"]["spec"]["loadBalancer"] = load_balancer;
+            "DevCluster" => object.pointer_mut("/spec/backend/docker"),
+            "DevMachineTemplate" | "DevClusterTemplate" => {
+                object.pointer_mut("/spec/template/spec/backend/docker")
             }
-            _ => {}
+            _ => None,
+        };
+        if let Some(settings) = settings.filter(|s| s.is_object()) {
+            let (key, value) = if kind.ends_with("MachineTemplate") {
+                ("customImage", json!(node_image.image))
+            } else {
+                ("loadBalancer", load_balancer)
+            };
+            settings[key] = value;
         }
         objects.push(object);
     }
@@ -611,6 +644,53 @@ mod tests {
             .unwrap();
         assert_eq!(kcp["spec"]["replicas"], 3);
         assert_eq!(kcp["spec"]["version"], "v1.30.0");
+    }
+
+    #[test]
+    fn the_classes_on_the_dev_kinds_get_our_images_in_their_docker_backend() {
+        let image = json!("capd-test/node:abc");
+        let load_balancer = json!({"imageRepository": "capd-test", "imageTag": "abc"});
+        let quick_start =
+            render_template("clusterclass-quick-start.yaml", "ns1", &test_image(), &[]);
+        let backend = |kind: &str, name: &str| {
+            quick_start
+                .iter()
+                .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("no {kind} {name}"))["spec"]["template"]["spec"]
+                ["backend"]["docker"]
+                .clone()
+        };
+        for name in [
+            "quick-start-control-plane",
+            "quick-start-default-worker-machinetemplate",
+        ] {
+            assert_eq!(backend("DevMachineTemplate", name)["customImage"], image);
+        }
+        let cluster = backend("DevClusterTemplate", "quick-start-cluster");
+        assert_eq!(cluster["loadBalancer"], load_balancer);
+        assert_eq!(cluster["failureDomains"].as_array().map(Vec::len), Some(8));
+        // The pool's image comes from the class's customImage patch (`Installed::tag_for_class`).
+        assert_eq!(
+            backend(
+                "DevMachinePoolTemplate",
+                "quick-start-default-worker-machinepooltemplate"
+            ),
+            json!({})
+        );
+        // The in-memory class has no docker backend to write to.
+        let in_memory = render_template("clusterclass-in-memory.yaml", "ns1", &test_image(), &[]);
+        let as_written: Vec<Value> = crate::envsubst::render(
+            &std::fs::read_to_string(
+                crate::workspace_root().join("templates/clusterclass-in-memory.yaml"),
+            )
+            .unwrap(),
+            &BTreeMap::new(),
+        )
+        .map(|text| serde_saphyr::from_multiple(&text).unwrap())
+        .unwrap();
+        for (rendered, written) in in_memory.iter().zip(&as_written) {
+            assert_eq!(rendered["spec"], written["spec"], "{}", rendered["kind"]);
+        }
     }
 
     #[test]

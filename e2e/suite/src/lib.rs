@@ -46,6 +46,23 @@ pub fn workspace_root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
+/// The `spec.template.spec` of the template `kind` `name` of a ClusterClass file
+/// (`templates/<file>`): what Cluster API's topology controller copies into the object it makes
+/// from it. The class files use no variables, so they are read as they are.
+pub fn class_template_spec(file: &str, kind: &str, name: &str) -> serde_json::Value {
+    let path = workspace_root().join("templates").join(file);
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let objects: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
+        .unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()));
+    objects
+        .into_iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in {}", path.display()))["spec"]["template"]
+        ["spec"]
+        .clone()
+}
+
 /// A short name unique to this process and call (container host names must stay short).
 pub fn unique(prefix: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);

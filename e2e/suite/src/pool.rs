@@ -1,26 +1,31 @@
-//! The suite playing Cluster API core 1.12's MachinePool controller and, for the pool's
+//! The suite playing Cluster API core 1.14's MachinePool controller and, for the pool's
 //! Machines, its Machine controller, as their source does it (the table in `e2e/README.md` names
-//! the files and functions): the MachinePool owns its DockerMachinePool and carries the bootstrap
-//! data secret; once the workload cluster is reachable and the pool names its machines' kind,
-//! core makes one Machine per DockerMachine, named after it, with an empty bootstrap data secret
-//! name and a version only from a Node; the Machine controller (the suite's one pass for every
-//! Machine, `core/machine_controller.rs`) adds its finalizer, makes the Machine the
-//! DockerMachine's controller, copies `spec.providerID` once provisioned, records the Node, and
-//! on deletion deletes the DockerMachine before it releases the Machine; the pool's
-//! `providerIDList` and replicas are copied once the DockerMachinePool is `status.ready`. Both
-//! controllers add their finalizer first and then leave a paused object alone; a deleting
-//! MachinePool only has its DockerMachinePool deleted, and its finalizer goes with the latter.
+//! the files and functions): the MachinePool owns its infrastructure pool (a DockerMachinePool
+//! or a DevMachinePool, whichever its `infrastructureRef` names) and carries the bootstrap data
+//! secret; once the workload cluster is reachable and the infrastructure pool names its
+//! machines' kind in `status.infrastructureMachineKind`, core makes one Machine per
+//! infrastructure machine of that kind (found by the pool-name and cluster-name labels), named
+//! after it, with an empty bootstrap data secret name and a version only from a Node; the
+//! Machine controller (the suite's one pass for every Machine, `core/machine_controller.rs`)
+//! adds its finalizer, makes the Machine the infrastructure machine's controller, copies
+//! `spec.providerID` once provisioned, records the Node, and on deletion deletes the
+//! infrastructure machine before it releases the Machine; the pool's `providerIDList` and
+//! replicas are copied once the infrastructure pool is `status.ready`. The MachinePool
+//! controller reads the Cluster, then adds its finalizer, then leaves a paused object alone; a
+//! deleting MachinePool only has its infrastructure pool deleted, and its finalizer goes with
+//! the latter.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::time::Duration;
 
 use base64::Engine as _;
+use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
 use crate::core::machine_controller::{paused, workload_nodes};
-use crate::core::{capi, condition_state, infra, owner, provisioned};
+use crate::core::{InfraKinds, capi, condition_state, infra, owner, provisioned};
 use crate::{Env, eventually};
 
 /// The label core and the provider put on a MachinePool's Machines and DockerMachines.
@@ -31,19 +36,53 @@ pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 /// Core's finalizer on a MachinePool.
 pub const MACHINE_POOL_FINALIZER: &str = "machinepool.cluster.x-k8s.io";
 
-/// A MachinePool and its DockerMachinePool (of the same name, as CAPD's templates write them).
+/// A MachinePool and its infrastructure pool (of the same name, as CAPD's templates write them).
 #[derive(Debug, Clone)]
 pub struct Pool {
     /// The Cluster's name.
     pub cluster: String,
-    /// The MachinePool's name (and the DockerMachinePool's).
+    /// The MachinePool's name (and the infrastructure pool's).
     pub name: String,
+    /// DockerMachinePool and DockerMachines, or DevMachinePool and DevMachines.
+    pub kinds: InfraKinds,
+}
+
+impl Pool {
+    /// The pool of a MachinePool, its kinds read from its `infrastructureRef`.
+    pub fn of(machine_pool: &DynamicObject) -> Pool {
+        let kind = &machine_pool.data["spec"]["template"]["spec"]["infrastructureRef"]["kind"];
+        Pool {
+            cluster: str_of(&machine_pool.data["spec"]["clusterName"]),
+            name: machine_pool.name_any(),
+            kinds: if kind == InfraKinds::Dev.pool() {
+                InfraKinds::Dev
+            } else {
+                InfraKinds::Docker
+            },
+        }
+    }
+
+    /// The infrastructure pool's kind.
+    pub fn infra_pool(&self) -> ApiResource {
+        infra(self.kinds.pool())
+    }
+
+    /// The infrastructure machines' kind.
+    pub fn infra_machine(&self) -> ApiResource {
+        infra(self.kinds.machine())
+    }
+
+    /// The pool's containers (running or not), sorted.
+    pub fn containers(&self) -> Vec<String> {
+        crate::docker::pool_containers(&self.cluster, self.kinds.pool_container_label(), &self.name)
+    }
 }
 
 impl Env {
-    /// Creates a MachinePool of `replicas` spread over `failure_domains` and its
-    /// DockerMachinePool (test node image), then plays core and the bootstrap provider: the
-    /// MachinePool becomes the DockerMachinePool's owner and gets `bootstrap_secret`.
+    /// Creates a MachinePool of `replicas` spread over `failure_domains` and its infrastructure
+    /// pool of the environment's kinds (test node image), then plays core and the bootstrap
+    /// provider: the MachinePool becomes the infrastructure pool's owner and gets
+    /// `bootstrap_secret`.
     pub async fn create_machine_pool(
         &self,
         cluster: &str,
@@ -53,6 +92,11 @@ impl Env {
         bootstrap_secret: &str,
     ) -> Pool {
         let labels = self.labels(cluster);
+        let pool = Pool {
+            cluster: cluster.to_string(),
+            name: name.to_string(),
+            kinds: self.kinds,
+        };
         let machine_pool = self
             .create(
                 &capi("MachinePool"),
@@ -70,7 +114,7 @@ impl Env {
                                 "clusterName": cluster,
                                 "version": "v1.31.0",
                                 "bootstrap": {},
-                                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachinePool", "name": name}
+                                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": self.kinds.pool(), "name": name}
                             }
                         }
                     }
@@ -78,17 +122,17 @@ impl Env {
             )
             .await;
         self.create(
-            &infra("DockerMachinePool"),
+            &pool.infra_pool(),
             json!({
                 "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                "kind": "DockerMachinePool",
+                "kind": self.kinds.pool(),
                 "metadata": {"name": name, "labels": labels},
-                "spec": {"template": {"customImage": self.images.node}}
+                "spec": self.kinds.pool_spec(json!({"customImage": self.images.node}))
             }),
         )
         .await;
         self.merge_patch(
-            &infra("DockerMachinePool"),
+            &pool.infra_pool(),
             name,
             json!({"metadata": {"ownerReferences": [owner("MachinePool", &machine_pool)]}}),
         )
@@ -99,10 +143,7 @@ impl Env {
             json!({"spec": {"template": {"spec": {"bootstrap": {"dataSecretName": bootstrap_secret}}}}}),
         )
         .await;
-        Pool {
-            cluster: cluster.to_string(),
-            name: name.to_string(),
-        }
+        pool
     }
 
     /// Scales a MachinePool as a user (or an autoscaler) does: `spec.replicas`.
@@ -144,8 +185,8 @@ impl Env {
 
     /// Deletes a MachinePool as core does (`machinepool_controller.go`, `reconcileDelete`): the
     /// MachinePool is marked deleting, held by core's finalizer while core's loop deletes its
-    /// DockerMachinePool (the provider deleting the pool's Machines, which core's Machine
-    /// controller releases), and let go once the DockerMachinePool is gone.
+    /// infrastructure pool (the provider deleting the pool's Machines, which core's Machine
+    /// controller releases), and let go once the infrastructure pool is gone.
     pub async fn delete_machine_pool_as_core(&self, pool: &Pool, timeout: Duration) {
         // One pass first, so that the finalizer is there even for a pool never played.
         self.machine_pool_core_pass(pool).await;
@@ -156,10 +197,9 @@ impl Env {
         )
         .await;
         assert!(
-            self.get(&infra("DockerMachinePool"), &pool.name)
-                .await
-                .is_none(),
-            "the DockerMachinePool went before the MachinePool"
+            self.get(&pool.infra_pool(), &pool.name).await.is_none(),
+            "the {} went before the MachinePool",
+            pool.kinds.pool()
         );
     }
 
@@ -170,7 +210,7 @@ impl Env {
         }
     }
 
-    /// One pass of core 1.12's MachinePool controller for the pool, then of its Machine
+    /// One pass of core 1.14's MachinePool controller for the pool, then of its Machine
     /// controller for the pool's Machines (two controllers: a paused MachinePool does not stop
     /// the Machines').
     async fn machine_pool_core_pass(&self, pool: &Pool) {
@@ -185,15 +225,18 @@ impl Env {
         }
     }
 
-    /// Core's MachinePool `Reconcile`: its finalizer first, nothing more for a missing or paused
-    /// Cluster or a paused MachinePool, only `reconcileDelete` for a deleting one, else
-    /// `reconcileInfrastructure`.
+    /// Core's MachinePool `Reconcile`: nothing for a missing Cluster (an error), then its
+    /// finalizer, nothing more for a paused Cluster or MachinePool, only `reconcileDelete` for a
+    /// deleting one, else `reconcileInfrastructure`.
     async fn machine_pool_controller_pass(
         &self,
         pool: &Pool,
         machine_pool: &DynamicObject,
         cluster: Option<&DynamicObject>,
     ) {
+        let Some(cluster) = cluster else {
+            return;
+        };
         let deleting = machine_pool.metadata.deletion_timestamp.is_some();
         if !deleting
             && self
@@ -202,14 +245,11 @@ impl Env {
         {
             return;
         }
-        let Some(cluster) = cluster else {
-            return;
-        };
         if paused(cluster, machine_pool) {
             return;
         }
         if deleting {
-            self.machine_pool_delete_pass(pool, machine_pool).await;
+            self.machine_pool_delete_pass(machine_pool).await;
         } else {
             self.machine_pool_infrastructure_pass(pool, machine_pool)
                 .await;
@@ -219,13 +259,15 @@ impl Env {
     /// Core's `reconcileDelete` (`reconcileDeleteExternal`): the infrastructure pool is deleted,
     /// and the finalizer removed only once a pass finds it gone. (No Node is deleted: the suite
     /// never fills the MachinePool's `status.nodeRefs`.)
-    async fn machine_pool_delete_pass(&self, pool: &Pool, machine_pool: &DynamicObject) {
-        if self
-            .get(&infra("DockerMachinePool"), &pool.name)
-            .await
-            .is_some()
-        {
-            self.delete(&infra("DockerMachinePool"), &pool.name).await;
+    async fn machine_pool_delete_pass(&self, machine_pool: &DynamicObject) {
+        let (kind, name) = infrastructure_ref(machine_pool);
+        if self.get(&kind, &name).await.is_some() {
+            // Core ignores a NotFound here: the pool may go between the read and the delete.
+            match self.api(&kind).delete(&name, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => panic!("core: delete {} {name}: {e}", kind.kind),
+            }
             return;
         }
         let finalizers: Vec<&String> = machine_pool
@@ -237,18 +279,20 @@ impl Env {
             .collect();
         self.merge_patch(
             &capi("MachinePool"),
-            &pool.name,
+            &machine_pool.name_any(),
             json!({"metadata": {"finalizers": finalizers}}),
         )
         .await;
     }
 
-    /// Core's `reconcileInfrastructure` (`machinepool_controller_phases.go`): nothing for a
-    /// deleting infrastructure pool; `reconcileMachines` once the workload cluster is reachable;
-    /// then, for a `status.ready` pool, `status.replicas` copied when the pool has it and the
-    /// provider IDs unless the list is empty while that count is not zero.
+    /// Core's `reconcileInfrastructure` (`machinepool_controller_phases.go`): the infrastructure
+    /// pool its `infrastructureRef` names; nothing for a deleting one; `reconcileMachines` once
+    /// the workload cluster is reachable; then, for a `status.ready` pool, `status.replicas`
+    /// copied when the pool has it and the provider IDs unless the list is empty while that
+    /// count is not zero.
     async fn machine_pool_infrastructure_pass(&self, pool: &Pool, machine_pool: &DynamicObject) {
-        let Some(dmp) = self.get(&infra("DockerMachinePool"), &pool.name).await else {
+        let (kind, name) = infrastructure_ref(machine_pool);
+        let Some(dmp) = self.get(&kind, &name).await else {
             return;
         };
         if dmp.metadata.deletion_timestamp.is_some() {
@@ -258,17 +302,22 @@ impl Env {
         let Some(workload) = self.cluster_cache_client(&pool.cluster).await else {
             return;
         };
-        // `reconcileMachines`: only for a pool that names its machines' kind; one Machine for
-        // every infrastructure machine, deleting ones included (`createOrUpdateMachines`).
-        if dmp.data["status"]["infrastructureMachineKind"] == "DockerMachine" {
+        // `reconcileMachines`: only for a pool that names its machines' kind, whose objects (in
+        // the pool's group) are its machines; one Machine for every infrastructure machine,
+        // deleting ones included (`createOrUpdateMachines`).
+        if let Some(machine_kind) = dmp.data["status"]["infrastructureMachineKind"]
+            .as_str()
+            .filter(|k| !k.is_empty())
+        {
             let nodes = kubelet_versions_by_provider_id(workload).await;
-            for docker_machine in self.pool_objects(&infra("DockerMachine"), pool).await {
-                self.apply_pool_machine(machine_pool, pool, &docker_machine, &nodes)
-                    .await;
+            for infra_machine in self.pool_objects(&infra(machine_kind), pool).await {
+                let desired =
+                    pool_machine(machine_pool, pool, machine_kind, &infra_machine, &nodes);
+                self.apply_pool_machine(desired).await;
             }
         }
-        // Ready is the infrastructure pool's `status.ready` (core 1.12 reads no other field of
-        // an InfraMachinePool); only then are the replicas and provider IDs copied.
+        // Ready is the infrastructure pool's `status.ready` (core 1.12 to 1.14 read no other
+        // field of an InfraMachinePool); only then are the replicas and provider IDs copied.
         if dmp.data["status"]["ready"] != json!(true) {
             return;
         }
@@ -306,17 +355,10 @@ impl Env {
         }
     }
 
-    /// Core's Machine for a pool's DockerMachine (`computeDesiredMachine`), created or brought
-    /// up to date as core's server-side apply does.
-    async fn apply_pool_machine(
-        &self,
-        machine_pool: &DynamicObject,
-        pool: &Pool,
-        docker_machine: &DynamicObject,
-        nodes: &[(String, String)],
-    ) {
-        let name = docker_machine.metadata.name.clone().unwrap_or_default();
-        let desired = pool_machine(machine_pool, pool, docker_machine, nodes);
+    /// Core's Machine for a pool's infrastructure machine (`computeDesiredMachine`, `desired`),
+    /// created or brought up to date as core's server-side apply does.
+    async fn apply_pool_machine(&self, desired: Value) {
+        let name = str_of(&desired["metadata"]["name"]);
         match self.get(&capi("Machine"), &name).await {
             None => {
                 self.create(&capi("Machine"), desired).await;
@@ -347,10 +389,10 @@ impl Env {
         }
     }
 
-    /// Waits until the pool settled at `replicas`: as many containers, DockerMachines (all
-    /// provisioned), Machines, provider IDs and `status.replicas`, nothing deleting, and the
-    /// pool's `Ready` and `ReplicasReady` True; returns the DockerMachinePool and its
-    /// DockerMachines. Core plays meanwhile.
+    /// Waits until the pool settled at `replicas`: as many containers, infrastructure machines
+    /// (all provisioned), Machines, provider IDs and `status.replicas`, nothing deleting, and the
+    /// pool's `Ready` and `ReplicasReady` True; returns the infrastructure pool and its
+    /// machines. Core plays meanwhile.
     pub async fn wait_machine_pool_at(
         &self,
         pool: &Pool,
@@ -359,10 +401,10 @@ impl Env {
     ) -> (DynamicObject, Vec<DynamicObject>) {
         let what = format!("MachinePool {} to settle at {replicas}", pool.name);
         let settled = eventually(timeout, &what, || async {
-            let containers = crate::docker::pool_containers(&pool.cluster, &pool.name);
-            let dms = self.pool_objects(&infra("DockerMachine"), pool).await;
+            let containers = pool.containers();
+            let dms = self.pool_objects(&pool.infra_machine(), pool).await;
             let machines = self.pool_objects(&capi("Machine"), pool).await;
-            let dmp = self.get(&infra("DockerMachinePool"), &pool.name).await?;
+            let dmp = self.get(&pool.infra_pool(), &pool.name).await?;
             let ids = dmp.data["spec"]["providerIDList"]
                 .as_array()
                 .map_or(0, Vec::len);
@@ -384,20 +426,21 @@ impl Env {
     }
 }
 
-/// The Machine core 1.12's MachinePool controller makes for a pool's infrastructure machine
-/// (`machinepool_controller_phases.go`, `computeDesiredMachine`): the infrastructure machine's
-/// name, the MachinePool as controller, the template's labels and annotations with the pool-name
-/// and cluster-name labels forced, an empty bootstrap data secret name, and a version only once
-/// a Node with the machine's provider ID reports its kubelet's. No finalizer: the Machine
-/// controller adds it.
+/// The Machine core 1.14's MachinePool controller makes for a pool's infrastructure machine of
+/// kind `machine_kind` (`machinepool_controller_phases.go`, `computeDesiredMachine`): the
+/// infrastructure machine's name, the MachinePool as controller, the template's labels and
+/// annotations with the pool-name and cluster-name labels forced, an empty bootstrap data secret
+/// name, a reference to the infrastructure machine, and a version only once a Node with the
+/// machine's provider ID reports its kubelet's. No finalizer: the Machine controller adds it.
 fn pool_machine(
     machine_pool: &DynamicObject,
     pool: &Pool,
-    docker_machine: &DynamicObject,
+    machine_kind: &str,
+    infra_machine: &DynamicObject,
     nodes: &[(String, String)],
 ) -> Value {
     let template = &machine_pool.data["spec"]["template"];
-    let name = docker_machine.metadata.name.clone().unwrap_or_default();
+    let name = infra_machine.metadata.name.clone().unwrap_or_default();
     let mut labels = template["metadata"]["labels"].clone();
     if !labels.is_object() {
         labels = json!({});
@@ -409,11 +452,11 @@ fn pool_machine(
         "bootstrap": {"dataSecretName": ""},
         "infrastructureRef": {
             "apiGroup": "infrastructure.cluster.x-k8s.io",
-            "kind": "DockerMachine",
+            "kind": machine_kind,
             "name": name
         }
     });
-    let provider_id = docker_machine.data["spec"]["providerID"].as_str();
+    let provider_id = infra_machine.data["spec"]["providerID"].as_str();
     if let Some((_, version)) = nodes
         .iter()
         .find(|(id, version)| Some(id.as_str()) == provider_id && !version.is_empty())
@@ -461,6 +504,20 @@ pub fn label_value(name: &str) -> String {
     });
     let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.to_be_bytes());
     format!("hash_{encoded}_z")
+}
+
+/// The kind and name a MachinePool's `spec.template.spec.infrastructureRef` names (core reads the
+/// infrastructure pool through it, `reconcileExternal`).
+fn infrastructure_ref(machine_pool: &DynamicObject) -> (ApiResource, String) {
+    let reference = &machine_pool.data["spec"]["template"]["spec"]["infrastructureRef"];
+    (
+        infra(&str_of(&reference["kind"])),
+        str_of(&reference["name"]),
+    )
+}
+
+fn str_of(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_string()
 }
 
 /// A list of strings, absent or `null` read as empty (as core's `UnstructuredUnmarshalField`

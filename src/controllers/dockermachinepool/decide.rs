@@ -1,28 +1,33 @@
-//! Pure decisions of the DockerMachinePool reconcile: which containers to create and where,
-//! which DockerMachines to create, which Machines to delete, and the status to report.
+//! Pure decisions of the pool reconcile: which containers to create and where, which machines to
+//! create, which Machines to delete, and the status to report.
 //!
 //! Instances are seen from three sides at once: the pool's containers (the engine), its
-//! DockerMachines and their owner Machines (the API). Containers come first: a DockerMachine is
-//! made for every container, so a manager killed between the two finds the container and only
-//! adds the DockerMachine.
+//! DockerMachines (a DevMachinePool's DevMachines, seen as DockerMachines) and their owner
+//! Machines (the API). Containers come first: a machine is made for every container, so a
+//! manager killed between the two finds the container and only adds the machine.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::api::DELETE_MACHINE_ANNOTATION;
-use crate::api::capi::Machine;
+use kube::ResourceExt;
+use serde_json::{Map, Value, json};
+
+use crate::api::capi::{Machine, label_value};
 use crate::api::conditions::{
     Condition, ConditionStatus, READY_CONDITION, REPLICAS_READY_CONDITION, find_condition, legacy,
 };
 use crate::api::v1beta2::{
     DockerMachine, DockerMachinePoolInstanceStatus, DockerMachinePoolStatus,
 };
+use crate::api::{CLUSTER_NAME_LABEL, DELETE_MACHINE_ANNOTATION, MACHINE_POOL_NAME_LABEL};
 use crate::controllers::conditions::{
     Legacy, condition, paused_condition, set_legacy_condition, set_legacy_ready_summary,
     set_ready_summary,
 };
+use crate::controllers::kinds::{PoolView, Recorded, Served};
 use crate::controllers::meta::{is_deleting, owner_machine};
-use crate::docker::node::FAILURE_DOMAIN_LABEL;
+use crate::docker::node::{DEV_MACHINE_POOL_LABEL, FAILURE_DOMAIN_LABEL, MACHINE_POOL_LABEL};
 use crate::docker::types::{ContainerSummary, same_image};
+use crate::runtime::context::WATCH_FILTER_LABEL;
 
 /// Reason of `ReplicasReady=False` while machines are added.
 pub const SCALING_UP_REASON: &str = "ScalingUp";
@@ -256,13 +261,79 @@ pub fn provider_ids(instances: &[Instance<'_>]) -> Vec<String> {
     ids.into_iter().collect()
 }
 
-/// The fake provider ID of the pool itself (CAPD's `docker:////<cluster>-dmp-<pool>`).
-pub fn pool_provider_id(cluster: &str, pool: &str) -> String {
-    format!("docker:////{cluster}-dmp-{pool}")
+/// The fake provider ID of the pool itself: CAPD's `docker:////<cluster>-dmp-<pool>` for a
+/// DockerMachinePool, CAPD 1.14's `dev:////<cluster>-dmp-<pool>` for a DevMachinePool.
+pub fn pool_provider_id(served: Served, cluster: &str, pool: &str) -> String {
+    let scheme = match served {
+        Served::Docker => "docker",
+        Served::Dev => "dev",
+    };
+    format!("{scheme}:////{cluster}-dmp-{pool}")
 }
 
-/// The status for `replicas` wanted machines, from the previous status and the instances.
+/// The machine of a pool container, as applied: a DockerMachine, or a DevMachine whose settings
+/// sit under `spec.backend.docker`, named `name`, labelled with the cluster and the MachinePool
+/// (its name formatted as core formats names into labels, which core selects the pool's machines
+/// by) and the pool's `--watch-filter` label, owned by the pool (not as controller: core makes
+/// the Machine its controller), its spec the pool's machine template.
+pub fn machine_body(pool: &PoolView, machine_pool: &str, cluster: &str, name: &str) -> Value {
+    let template = &pool.spec.template;
+    let mut spec = Map::new();
+    if !template.custom_image.is_empty() {
+        spec.insert("customImage".into(), json!(template.custom_image));
+    }
+    if !template.pre_load_images.is_empty() {
+        spec.insert("preLoadImages".into(), json!(template.pre_load_images));
+    }
+    if !template.extra_mounts.is_empty() {
+        spec.insert(
+            "extraMounts".into(),
+            serde_json::to_value(&template.extra_mounts).unwrap_or(Value::Null),
+        );
+    }
+    let mut labels = json!({
+        CLUSTER_NAME_LABEL: cluster,
+        MACHINE_POOL_NAME_LABEL: label_value(machine_pool),
+    });
+    // Selected by the same --watch-filter as its pool: else no controller would see it.
+    if let Some(filter) = pool.labels().get(WATCH_FILTER_LABEL) {
+        labels[WATCH_FILTER_LABEL] = json!(filter);
+    }
+    let served = pool.served();
+    let spec = match served {
+        Served::Docker => Value::Object(spec),
+        Served::Dev => json!({"backend": {"docker": spec}}),
+    };
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": served.machine_kind(),
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "ownerReferences": [{
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": served.pool_kind(),
+                "name": pool.name_any(),
+                "uid": pool.reference().uid.unwrap_or_default(),
+            }],
+        },
+        "spec": spec,
+    })
+}
+
+/// The label naming the pool on its containers (CAPD's `docker.cluster.x-k8s.io/machine-pool`,
+/// CAPD 1.14's `dev.cluster.x-k8s.io/machine-pool` for a DevMachinePool).
+pub fn container_label(served: Served) -> &'static str {
+    match served {
+        Served::Docker => MACHINE_POOL_LABEL,
+        Served::Dev => DEV_MACHINE_POOL_LABEL,
+    }
+}
+
+/// The status for `replicas` wanted machines, from the previous status and the instances, of a
+/// pool of the `served` generation (its machines' kind).
 pub fn status(
+    served: Served,
     previous: &DockerMachinePoolStatus,
     instances: &[Instance<'_>],
     replicas: usize,
@@ -276,7 +347,7 @@ pub fn status(
     let provisioned = live.iter().filter(|i| i.provisioned()).count();
     let ready = live.iter().filter(|i| i.ready()).count();
     let existing = instances.iter().filter(|i| !i.deleting()).count();
-    status.infrastructure_machine_kind = "DockerMachine".to_string();
+    status.infrastructure_machine_kind = served.machine_kind().to_string();
     status.replicas = i32::try_from(live.len()).unwrap_or(i32::MAX);
     status.observed_generation = generation.unwrap_or_default();
     // CAPD never turns `ready` back to false once the pool was complete.

@@ -3,18 +3,25 @@
 //! Machine for each DockerMachine, and the DockerMachine controller bootstraps the container as it
 //! does any other: this controller never runs bootstrap or touches the load balancer itself.
 //! Scaling down always deletes owner Machines, so that Cluster API drains their Nodes first.
+//!
+//! The same reconcile serves CAPD 1.14's DevMachinePool (`spec.backend.docker`) through its
+//! [`PoolView`]: its machines are DevMachines (`status.infrastructureMachineKind: DevMachine`),
+//! its containers carry `dev.cluster.x-k8s.io/machine-pool`, its own provider ID is
+//! `dev:////<cluster>-dmp-<pool>`; everything else is the same for both kinds.
 
 pub mod decide;
 mod delete;
 mod normal;
 
 #[cfg(test)]
+mod dev_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 
 use kube::api::ListParams;
-use kube::core::DeserializeGuard;
+use kube::core::{DeserializeGuard, ObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::Event as Finalizer;
 
@@ -22,26 +29,35 @@ use crate::controllers::finalize::finalizer;
 use kube::{Api, ResourceExt};
 use tracing::instrument;
 
-use super::apply::apply_status_unless_gone;
 use super::context::Context;
 use super::error::{Error, Result, finalizer_gone, is_not_found};
-use super::kinds::Recorded;
+use super::kinds::{PoolView, Recorded, Served, ServedKind, dev_machine_as_docker};
 use super::meta::{cluster_label, key, owner};
+use super::unsupported;
 use crate::api::capi::{CAPI_GROUP, Cluster, Machine, MachinePool, is_paused};
-use crate::api::v1beta2::{DockerMachine, DockerMachinePool, DockerMachinePoolStatus};
+use crate::api::v1beta2::{DevMachine, DockerMachine, DockerMachinePool, DockerMachinePoolStatus};
 use crate::api::{CLUSTER_NAME_LABEL, DOCKER_MACHINE_POOL_FINALIZER};
 
-/// Name of the controller in metrics and logs.
-pub use super::kinds::DOCKER_MACHINE_POOL_CONTROLLER as CONTROLLER;
+/// Names of the controllers in metrics and logs.
+pub use super::kinds::{
+    DEV_MACHINE_POOL_CONTROLLER as DEV_CONTROLLER, DOCKER_MACHINE_POOL_CONTROLLER as CONTROLLER,
+};
 
-/// Reconciles one DockerMachinePool; records metrics, logs and an Event when it fails.
-pub async fn reconcile(pool: Arc<DockerMachinePool>, ctx: Arc<Context>) -> Result<Action> {
-    ctx.reconciled(CONTROLLER, pool.as_ref(), reconcile_one(&pool, &ctx))
+/// Reconciles one DockerMachinePool or DevMachinePool; records metrics, logs and an Event when
+/// it fails.
+pub async fn reconcile<K>(pool: Arc<K>, ctx: Arc<Context>) -> Result<Action>
+where
+    K: ServedKind<Docker = DockerMachinePool>,
+{
+    ctx.reconciled(K::CONTROLLER, pool.as_ref(), reconcile_one(&pool, &ctx))
         .await
 }
 
 /// Retry delay after a failure: the object's own backoff, or the API server's `Retry-After`.
-pub fn error_policy(pool: Arc<DockerMachinePool>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy<K>(pool: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action
+where
+    K: ServedKind<Docker = DockerMachinePool>,
+{
     ctx.requeue_after_failure(pool.as_ref(), error)
 }
 
@@ -56,9 +72,9 @@ pub struct Fetched {
     pub cluster: Option<Cluster>,
 }
 
-async fn fetch(ctx: &Context, pool: &DockerMachinePool) -> Result<Fetched> {
-    let namespace = pool.namespace().unwrap_or_default();
-    let machine_pool = match owner(&pool.metadata, CAPI_GROUP, "MachinePool") {
+async fn fetch(ctx: &Context, meta: &ObjectMeta) -> Result<Fetched> {
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let machine_pool = match owner(meta, CAPI_GROUP, "MachinePool") {
         Some(reference) => {
             ctx.capi_object(&ctx.stores.machine_pools, &namespace, &reference.name)
                 .await?
@@ -68,7 +84,7 @@ async fn fetch(ctx: &Context, pool: &DockerMachinePool) -> Result<Fetched> {
     let cluster_name = machine_pool
         .as_ref()
         .and_then(MachinePool::cluster_name)
-        .or_else(|| cluster_label(&pool.metadata))
+        .or_else(|| cluster_label(meta))
         .map(str::to_string);
     let cluster = match &cluster_name {
         Some(name) => ctx.cluster(&namespace, name).await?,
@@ -81,15 +97,21 @@ async fn fetch(ctx: &Context, pool: &DockerMachinePool) -> Result<Fetched> {
     })
 }
 
-#[instrument(skip_all, fields(dockermachinepool = %key(&pool.metadata)), err)]
-async fn reconcile_one(pool: &Arc<DockerMachinePool>, ctx: &Context) -> Result<Action> {
-    let namespace = pool.namespace().unwrap_or_default();
-    let fetched = fetch(ctx, pool).await?;
-    let deleting = pool.metadata.deletion_timestamp.is_some();
+#[instrument(skip_all, fields(kind = %K::kind(&()), object = %key(object.meta())), err)]
+async fn reconcile_one<K>(object: &Arc<K>, ctx: &Context) -> Result<Action>
+where
+    K: ServedKind<Docker = DockerMachinePool>,
+{
+    let meta = object.meta();
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let fetched = fetch(ctx, meta).await?;
+    let deleting = meta.deletion_timestamp.is_some();
+    let view = object.view();
     if !deleting {
         let Some(machine_pool) = &fetched.machine_pool else {
             tracing::info!(
-                "Waiting for the MachinePool Controller to set OwnerRef on DockerMachinePool"
+                kind = %K::kind(&()),
+                "Waiting for the MachinePool Controller to set OwnerRef on the pool"
             );
             return Ok(Action::await_change());
         };
@@ -101,29 +123,49 @@ async fn reconcile_one(pool: &Arc<DockerMachinePool>, ctx: &Context) -> Result<A
             );
             return Ok(Action::await_change());
         };
-        if is_paused(cluster, &pool.metadata) {
+        if is_paused(cluster, meta) {
             tracing::info!("Reconciliation is paused");
-            let status = decide::paused(
-                &pool.status.clone().unwrap_or_default(),
-                pool.metadata.generation,
-            );
-            write_status(ctx, pool, &status).await?;
+            if let Ok(pool) = &view {
+                let status = decide::paused(
+                    &pool.status.clone().unwrap_or_default(),
+                    pool.metadata.generation,
+                );
+                write_status(ctx, pool, &status).await?;
+            }
             return Ok(Action::await_change());
         }
     }
-    let api: Api<DockerMachinePool> = ctx.api(&namespace);
+    let pool = match view {
+        Ok(view) => view,
+        // A DevMachinePool without `spec.backend.docker` (its defaulting bypassed): reported
+        // unsupported once owned and not paused, nothing else; a finalizer left from an earlier
+        // docker backend is released on deletion.
+        Err(backend) => {
+            return unsupported::reconcile_with(
+                ctx,
+                object.as_ref(),
+                DOCKER_MACHINE_POOL_FINALIZER,
+                unsupported::POOL_MESSAGE,
+                backend,
+            )
+            .await;
+        }
+    };
+    let pool = &pool;
+    let api: Api<K> = ctx.api(&namespace);
     let fetched = &fetched;
+    // The finalizer helper hands back the object it was given: the view made above is its view.
     finalizer(
         &ctx.finalizers,
         &api,
         DOCKER_MACHINE_POOL_FINALIZER,
-        pool.clone(),
+        object.clone(),
         |event| async move {
             match event {
-                Finalizer::Apply(pool) => normal::reconcile(ctx, &pool, fetched).await,
-                Finalizer::Cleanup(pool) => {
-                    delete::reconcile(ctx, &pool, fetched).await?;
-                    ctx.written.forget(&pool.as_ref().reference());
+                Finalizer::Apply(_) => normal::reconcile(ctx, pool, fetched).await,
+                Finalizer::Cleanup(_) => {
+                    delete::reconcile(ctx, pool, fetched).await?;
+                    ctx.written.forget(&pool.reference());
                     Ok(Action::await_change())
                 }
             }
@@ -137,9 +179,11 @@ async fn reconcile_one(pool: &Arc<DockerMachinePool>, ctx: &Context) -> Result<A
 /// ([`crate::controllers::written`]). A pool deleted meanwhile is not an error.
 async fn write_status(
     ctx: &Context,
-    pool: &DockerMachinePool,
+    pool: &PoolView,
     status: &DockerMachinePoolStatus,
 ) -> Result<()> {
+    // Compared in the real kind's shape: what a DevMachinePool cannot hold never differs.
+    let status = &pool.as_written(status);
     let reference = pool.reference();
     if ctx
         .written
@@ -147,13 +191,7 @@ async fn write_status(
     {
         return Ok(());
     }
-    let namespace = pool.namespace().unwrap_or_default();
-    let written = apply_status_unless_gone(
-        &ctx.api::<DockerMachinePool>(&namespace),
-        &pool.name_any(),
-        status,
-    )
-    .await?;
+    let written = pool.apply_status(ctx, status).await?;
     if written {
         ctx.written.record(&reference, status);
     } else {
@@ -162,11 +200,12 @@ async fn write_status(
     Ok(())
 }
 
-/// The DockerMachines of a pool, read from the API server (never from a cache: a stale list
-/// could scale twice): those labelled for the cluster and owned by the pool.
+/// The machines of a pool (DockerMachines, or DevMachines seen as DockerMachines), read from
+/// the API server (never from a cache: a stale list could scale twice): those labelled for the
+/// cluster and owned by the pool.
 async fn pool_docker_machines(
     ctx: &Context,
-    pool: &DockerMachinePool,
+    pool: &PoolView,
     cluster: Option<&str>,
 ) -> Result<Vec<DockerMachine>> {
     let namespace = pool.namespace().unwrap_or_default();
@@ -175,16 +214,34 @@ async fn pool_docker_machines(
         None => crate::api::MACHINE_POOL_NAME_LABEL.to_string(),
     };
     let uid = pool.uid().unwrap_or_default();
-    let list = ctx
-        .api::<DockerMachine>(&namespace)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(Error::kube(format!(
-            "list the DockerMachines of DockerMachinePool {namespace}/{}",
+    let params = ListParams::default().labels(&selector);
+    let what = || {
+        format!(
+            "list the {}s of {} {namespace}/{}",
+            pool.served().machine_kind(),
+            pool.served().pool_kind(),
             pool.name_any()
-        )))?;
-    Ok(list
-        .items
+        )
+    };
+    let machines = match pool.served() {
+        Served::Docker => {
+            ctx.api::<DockerMachine>(&namespace)
+                .list(&params)
+                .await
+                .map_err(Error::kube(what()))?
+                .items
+        }
+        Served::Dev => ctx
+            .api::<DevMachine>(&namespace)
+            .list(&params)
+            .await
+            .map_err(Error::kube(what()))?
+            .items
+            .iter()
+            .map(dev_machine_as_docker)
+            .collect(),
+    };
+    Ok(machines
         .into_iter()
         .filter(|dm| {
             dm.metadata
@@ -212,6 +269,16 @@ async fn cluster_machines(ctx: &Context, namespace: &str, cluster: &str) -> Resu
 /// Deletes a Machine; returns whether it existed.
 async fn delete_machine(ctx: &Context, namespace: &str, name: &str) -> Result<bool> {
     delete_if_present::<DeserializeGuard<Machine>>(ctx, namespace, name).await
+}
+
+/// Deletes the pool machine `name` (a DockerMachine, or a DevMachine for a DevMachinePool);
+/// returns whether it existed.
+async fn delete_pool_machine(ctx: &Context, pool: &PoolView, name: &str) -> Result<bool> {
+    let namespace = pool.namespace().unwrap_or_default();
+    match pool.served() {
+        Served::Docker => delete_if_present::<DockerMachine>(ctx, &namespace, name).await,
+        Served::Dev => delete_if_present::<DevMachine>(ctx, &namespace, name).await,
+    }
 }
 
 /// Deletes the `K` `name` of `namespace`; returns whether it existed.

@@ -1,5 +1,6 @@
-//! The normal (not deleting) DockerMachinePool reconcile: containers first, then their
-//! DockerMachines, then the Machines to delete, then `spec.providerIDList` and the status.
+//! The normal (not deleting) pool reconcile: containers first, then their machines
+//! (DockerMachines, or DevMachines for a DevMachinePool), then the Machines to delete, then
+//! `spec.providerIDList` and the status.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -7,38 +8,33 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::decide::{self, Plan};
+use super::decide::{self, Plan, container_label};
 use super::{Fetched, cluster_machines, delete_machine, pool_docker_machines, write_status};
-use crate::api::capi::{Cluster, MachinePool, label_value};
-use crate::api::v1beta2::DockerMachinePool;
-use crate::api::{CLUSTER_NAME_LABEL, MACHINE_POOL_NAME_LABEL};
-use crate::controllers::apply::{POOL_FIELD_MANAGER, apply_object, apply_object_as};
+use crate::api::capi::{Cluster, MachinePool};
+use crate::api::v1beta2::{DevMachine, DockerMachine};
+use crate::controllers::apply::{POOL_FIELD_MANAGER, apply_object_as};
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::Result;
+use crate::controllers::kinds::{PoolView, Served};
 use crate::controllers::loadbalancer::ip_family;
 use crate::controllers::meta::owner_machine;
 use crate::controllers::nodes::{Environment, extra_mounts, image_for};
 use crate::docker::kind::Mapping;
 use crate::docker::node::{
-    MACHINE_POOL_LABEL, NodeRole, NodeSpec, cluster_selector, create_node, machine_container_name,
+    NodeRole, NodeSpec, cluster_selector, create_node, machine_container_name,
 };
 use crate::docker::types::{ContainerSummary, NetworkInfo};
-use crate::runtime::context::WATCH_FILTER_LABEL;
 
 /// How soon to look again while instances wait for core to make their Machines.
 const MACHINES_RETRY: Duration = Duration::from_secs(5);
 
-/// Reconciles a DockerMachinePool that is not being deleted.
+/// Reconciles a pool that is not being deleted.
 ///
 /// # Errors
 /// [`crate::controllers::Error`] when reading or changing the infrastructure failed.
-pub async fn reconcile(
-    ctx: &Context,
-    pool: &DockerMachinePool,
-    fetched: &Fetched,
-) -> Result<Action> {
+pub async fn reconcile(ctx: &Context, pool: &PoolView, fetched: &Fetched) -> Result<Action> {
     let (Some(machine_pool), Some(cluster), Some(cluster_name)) = (
         fetched.machine_pool.as_ref(),
         fetched.cluster.as_ref(),
@@ -47,9 +43,11 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     };
     let generation = pool.metadata.generation;
+    let served = pool.served();
     let mut status = pool.status.clone().unwrap_or_default();
-    if status.infrastructure_machine_kind.is_empty() {
-        status.infrastructure_machine_kind = "DockerMachine".to_string();
+    if status.infrastructure_machine_kind != served.machine_kind() {
+        // Core makes the pool's Machines only once it names their kind.
+        status.infrastructure_machine_kind = served.machine_kind().to_string();
         write_status(ctx, pool, &status).await?;
     }
     if !cluster.infrastructure_provisioned() {
@@ -64,10 +62,11 @@ pub async fn reconcile(
     let namespace = pool.namespace().unwrap_or_default();
     let pool_name = pool.name_any();
     let mut selector = cluster_selector(cluster_name);
-    selector.insert(MACHINE_POOL_LABEL.to_string(), pool_name.clone());
+    selector.insert(container_label(served).to_string(), pool_name.clone());
     let containers = ctx.runtime.list_containers(&selector).await.map_err(
         crate::controllers::Error::runtime(format!(
-            "list the containers of DockerMachinePool {namespace}/{pool_name}"
+            "list the containers of {} {namespace}/{pool_name}",
+            served.pool_kind()
         )),
     )?;
     let docker_machines = pool_docker_machines(ctx, pool, Some(cluster_name)).await?;
@@ -96,8 +95,8 @@ pub async fn reconcile(
         &machine_pool.spec.failure_domains,
     );
 
-    // 1. DockerMachines of containers that lack one (a manager stopped in between), 2. new
-    // containers, each followed by its DockerMachine.
+    // 1. Machines of containers that lack one (a manager stopped in between), 2. new
+    // containers, each followed by its machine.
     for container in &plan.docker_machines {
         let name = decide::docker_machine_name(cluster_name, container);
         apply_docker_machine(ctx, pool, machine_pool, cluster_name, &name).await?;
@@ -109,7 +108,7 @@ pub async fn reconcile(
         image: &image,
     };
     new.create(ctx, cluster, &plan, &containers).await?;
-    // 3. Machines to remove (their drain comes first; core then deletes the DockerMachine).
+    // 3. Machines to remove (their drain comes first; core then deletes the pool's machine).
     for (machine, why) in &plan.delete_machines {
         if !delete_machine(ctx, &namespace, machine).await? {
             continue;
@@ -126,9 +125,9 @@ pub async fn reconcile(
 
     // 4. What the pool reports.
     apply_provider_ids(ctx, pool, cluster_name, decide::provider_ids(&instances)).await?;
-    let status = decide::status(&status, &instances, replicas, generation);
+    let status = decide::status(served, &status, &instances, replicas, generation);
     write_status(ctx, pool, &status).await?;
-    // A DockerMachine that goes away sends no event the controller sees (shared watch streams
+    // A machine that goes away sends no event the controller sees (shared watch streams
     // carry no deletions), so a pool with deleting instances looks again soon.
     let busy = plan.waiting_for_machines > 0
         || instances
@@ -146,7 +145,7 @@ const CREATE_PARALLELISM: usize = 10;
 
 /// What new instances of a pool are made from.
 struct NewInstances<'a> {
-    pool: &'a DockerMachinePool,
+    pool: &'a PoolView,
     machine_pool: &'a MachinePool,
     cluster_name: &'a str,
     image: &'a Mapping,
@@ -154,7 +153,7 @@ struct NewInstances<'a> {
 
 impl NewInstances<'_> {
     /// Creates the planned containers, [`CREATE_PARALLELISM`] at a time, each followed at once by
-    /// its DockerMachine (so its bootstrap does not wait for the others). The first failure is
+    /// its machine (so its bootstrap does not wait for the others). The first failure is
     /// returned after the others finished.
     async fn create(
         &self,
@@ -181,7 +180,10 @@ impl NewInstances<'_> {
             };
             let mut spec = env.node(self.cluster_name, &name, NodeRole::Worker, self.image);
             spec.failure_domain.clone_from(failure_domain);
-            spec.machine_pool = Some((MACHINE_POOL_LABEL.to_string(), self.pool.name_any()));
+            spec.machine_pool = Some((
+                container_label(self.pool.served()).to_string(),
+                self.pool.name_any(),
+            ));
             spec.extra_mounts = extra_mounts(&self.pool.spec.template.extra_mounts);
             specs.push(spec);
         }
@@ -235,68 +237,46 @@ impl NewInstances<'_> {
     }
 }
 
-/// Creates (or completes) the DockerMachine of a pool container: pool labels, an owner reference
-/// to the pool (not as controller: core makes the Machine its controller) and the pool's machine
-/// template as its spec.
+/// Creates (or completes) the machine of a pool container, a DockerMachine or a DevMachine
+/// (whose settings sit under `spec.backend.docker`): pool labels, an owner reference to the pool
+/// (not as controller: core makes the Machine its controller) and the pool's machine template as
+/// its spec.
 async fn apply_docker_machine(
     ctx: &Context,
-    pool: &DockerMachinePool,
+    pool: &PoolView,
     machine_pool: &MachinePool,
     cluster_name: &str,
     name: &str,
 ) -> Result<()> {
     let namespace = pool.namespace().unwrap_or_default();
-    let template = &pool.spec.template;
-    let mut spec = serde_json::Map::new();
-    if !template.custom_image.is_empty() {
-        spec.insert("customImage".into(), json!(template.custom_image));
-    }
-    if !template.pre_load_images.is_empty() {
-        spec.insert("preLoadImages".into(), json!(template.pre_load_images));
-    }
-    if !template.extra_mounts.is_empty() {
-        spec.insert(
-            "extraMounts".into(),
-            serde_json::to_value(&template.extra_mounts).unwrap_or(Value::Null),
-        );
-    }
-    let mut labels = json!({
-        CLUSTER_NAME_LABEL: cluster_name,
-        // Core selects a pool's infrastructure machines by this label, its value formatted as
-        // core formats names into labels.
-        MACHINE_POOL_NAME_LABEL: label_value(&machine_pool.name_any()),
-    });
-    // Selected by the same --watch-filter as its pool: else no controller would see it.
-    if let Some(filter) = pool.labels().get(WATCH_FILTER_LABEL) {
-        labels[WATCH_FILTER_LABEL] = json!(filter);
-    }
-    let body = json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-        "kind": "DockerMachine",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "ownerReferences": [{
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                "kind": "DockerMachinePool",
-                "name": pool.name_any(),
-                "uid": pool.uid().unwrap_or_default(),
-            }],
-        },
-        "spec": spec,
-    });
-    // A field manager of its own: the DockerMachine controller applies the fields it owns on the
+    let served = pool.served();
+    let body = decide::machine_body(pool, &machine_pool.name_any(), cluster_name, name);
+    // A field manager of its own: the machine controller applies the fields it owns on the
     // same object, and one manager's apply would drop the other's fields.
-    apply_object_as(
-        &ctx.api::<crate::api::v1beta2::DockerMachine>(&namespace),
-        name,
-        body,
-        POOL_FIELD_MANAGER,
-    )
-    .await?;
+    match served {
+        Served::Docker => {
+            apply_object_as(
+                &ctx.api::<DockerMachine>(&namespace),
+                name,
+                body,
+                POOL_FIELD_MANAGER,
+            )
+            .await?;
+        }
+        Served::Dev => {
+            apply_object_as(
+                &ctx.api::<DevMachine>(&namespace),
+                name,
+                body,
+                POOL_FIELD_MANAGER,
+            )
+            .await?;
+        }
+    }
     tracing::info!(
-        dockermachine = name,
-        "Applied the DockerMachine of a pool container"
+        machine = name,
+        kind = served.machine_kind(),
+        "Applied the machine of a pool container"
     );
     Ok(())
 }
@@ -304,24 +284,17 @@ async fn apply_docker_machine(
 /// Applies `spec.providerID` (the pool's own, fake) and `spec.providerIDList` when they changed.
 async fn apply_provider_ids(
     ctx: &Context,
-    pool: &DockerMachinePool,
+    pool: &PoolView,
     cluster_name: &str,
     ids: Vec<String>,
 ) -> Result<()> {
-    let provider_id = decide::pool_provider_id(cluster_name, &pool.name_any());
+    let provider_id = decide::pool_provider_id(pool.served(), cluster_name, &pool.name_any());
     if pool.spec.provider_id == provider_id && pool.spec.provider_id_list == ids {
         return Ok(());
     }
-    let namespace = pool.namespace().unwrap_or_default();
-    let body = json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-        "kind": "DockerMachinePool",
-        "spec": {"providerID": provider_id, "providerIDList": ids},
-    });
-    apply_object(
-        &ctx.api::<DockerMachinePool>(&namespace),
-        &pool.name_any(),
-        body,
+    pool.apply_spec(
+        ctx,
+        json!({"providerID": provider_id, "providerIDList": ids}),
     )
     .await?;
     Ok(())

@@ -1,5 +1,6 @@
-//! Tests of the DockerMachinePool decisions: scale up with an even spread, scale down through
-//! owner Machines in the documented order, rollouts, vanished containers, and the status.
+//! Tests of the pool decisions: scale up with an even spread, scale down through owner Machines
+//! in the documented order, rollouts, vanished containers, and the status; and what differs for
+//! a DevMachinePool (its view, machine kind, container label and provider ID).
 
 use super::decide::{self, Instance, docker_machine_name, instances, plan, pool_provider_id};
 use crate::api::DELETE_MACHINE_ANNOTATION;
@@ -9,6 +10,7 @@ use crate::api::conditions::{
 };
 use crate::api::v1beta2::{DockerMachine, DockerMachinePoolStatus};
 use crate::controllers::fixtures::*;
+use crate::controllers::kinds::Served;
 use crate::docker::node::FAILURE_DOMAIN_LABEL;
 use crate::docker::types::ContainerSummary;
 
@@ -226,7 +228,10 @@ fn provider_ids_are_sorted_and_skip_machines_being_deleted_or_not_provisioned() 
         decide::provider_ids(&found),
         ["docker:////c1-a", "docker:////c1-c"]
     );
-    assert_eq!(pool_provider_id("c1", "pool-0"), "docker:////c1-dmp-pool-0");
+    assert_eq!(
+        pool_provider_id(Served::Docker, "c1", "pool-0"),
+        "docker:////c1-dmp-pool-0"
+    );
 }
 
 fn replicas_ready(status: &DockerMachinePoolStatus) -> (ConditionStatus, String) {
@@ -238,7 +243,7 @@ fn replicas_ready(status: &DockerMachinePoolStatus) -> (ConditionStatus, String)
 fn the_status_counts_replicas_and_says_when_the_pool_is_complete() {
     let (containers, dms, machines) = pool(&[("a", "fd1"), ("b", "fd2")]);
     let found: Vec<Instance<'_>> = instances("c1", &containers, &dms, &machines);
-    let scaling = decide::status(&Default::default(), &found, 3, Some(2));
+    let scaling = decide::status(Served::Docker, &Default::default(), &found, 3, Some(2));
     assert_eq!(scaling.replicas, 2);
     assert!(!scaling.ready);
     assert_eq!(scaling.infrastructure_machine_kind, "DockerMachine");
@@ -246,7 +251,7 @@ fn the_status_counts_replicas_and_says_when_the_pool_is_complete() {
         replicas_ready(&scaling),
         (ConditionStatus::False, "ScalingUp".into())
     );
-    let complete = decide::status(&scaling, &found, 2, Some(3));
+    let complete = decide::status(Served::Docker, &scaling, &found, 2, Some(3));
     assert!(complete.ready);
     assert_eq!(complete.instances.len(), 2);
     assert_eq!(complete.instances[0].instance_name, "a");
@@ -265,7 +270,7 @@ fn the_status_counts_replicas_and_says_when_the_pool_is_complete() {
         .unwrap();
     assert_eq!(legacy_ready.status, "True");
     // Scaling down again: not ready replicas, but `ready` stays true as in CAPD.
-    let shrinking = decide::status(&complete, &found, 1, Some(4));
+    let shrinking = decide::status(Served::Docker, &complete, &found, 1, Some(4));
     assert!(shrinking.ready);
     assert_eq!(
         replicas_ready(&shrinking),
@@ -300,8 +305,8 @@ fn a_pool_scaled_to_zero_reports_zero_replicas_in_its_status_apply() {
     // the MachinePool showing its old size (and its old providerIDList) for ever.
     let (containers, dms, machines) = pool(&[("a", "fd1")]);
     let found = instances("c1", &containers, &dms, &machines);
-    let one = decide::status(&Default::default(), &found, 1, Some(1));
-    let empty = decide::status(&one, &[], 0, Some(2));
+    let one = decide::status(Served::Docker, &Default::default(), &found, 1, Some(1));
+    let empty = decide::status(Served::Docker, &one, &[], 0, Some(2));
     let body = crate::controllers::apply::body::<crate::api::v1beta2::DockerMachinePool>(
         "status",
         serde_json::to_value(&empty).unwrap(),

@@ -10,9 +10,10 @@ use kube::core::NamespaceResourceScope;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::{Applied, ClusterView, MachineView, Served};
+use super::{Applied, ClusterView, MachineView, PoolView, Served};
 use crate::api::v1beta2::{
-    DevCluster, DevMachine, DevMachineStatus, DockerCluster, DockerClusterStatus, DockerMachine,
+    DevCluster, DevMachine, DevMachinePool, DevMachinePoolStatus, DevMachineStatus, DockerCluster,
+    DockerClusterStatus, DockerMachine, DockerMachinePool, DockerMachinePoolStatus,
     DockerMachineStatus,
 };
 use crate::controllers::apply::{apply_object, apply_status_unless_gone, body_with};
@@ -103,6 +104,49 @@ impl MachineView {
         match self.served {
             Served::Docker => apply_fields::<DockerMachine>(ctx, &namespace, &name, fields).await,
             Served::Dev => apply_fields::<DevMachine>(ctx, &namespace, &name, fields).await,
+        }
+    }
+}
+
+impl PoolView {
+    /// Applies `status` to the real object, in its kind's shape (a DevMachinePool has no
+    /// `deprecated` conditions and no instance `bootstrapped`); returns whether it was written
+    /// (false when the object is gone).
+    ///
+    /// # Errors
+    /// [`Error::Kube`](crate::controllers::Error::Kube) when the API server refuses.
+    pub async fn apply_status(
+        &self,
+        ctx: &Context,
+        status: &DockerMachinePoolStatus,
+    ) -> Result<bool> {
+        let (namespace, name) = (self.namespace(), self.name());
+        match self.served {
+            Served::Docker => {
+                apply_status_unless_gone(&ctx.api::<DockerMachinePool>(&namespace), &name, status)
+                    .await
+            }
+            Served::Dev => {
+                let dev_status = DevMachinePoolStatus::from(status);
+                apply_status_unless_gone(&ctx.api::<DevMachinePool>(&namespace), &name, &dev_status)
+                    .await
+            }
+        }
+    }
+
+    /// Applies `spec` fields that sit at the same place in both kinds (`providerID`,
+    /// `providerIDList`) to the real object; returns what the write returned.
+    ///
+    /// # Errors
+    /// [`Error::Kube`](crate::controllers::Error::Kube) when the API server refuses.
+    pub async fn apply_spec(&self, ctx: &Context, spec: Value) -> Result<Applied> {
+        let (namespace, name) = (self.namespace(), self.name());
+        let fields = Map::from_iter([("spec".to_string(), spec)]);
+        match self.served {
+            Served::Docker => {
+                apply_fields::<DockerMachinePool>(ctx, &namespace, &name, fields).await
+            }
+            Served::Dev => apply_fields::<DevMachinePool>(ctx, &namespace, &name, fields).await,
         }
     }
 }

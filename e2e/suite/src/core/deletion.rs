@@ -144,10 +144,7 @@ impl Env {
             .items
             .into_iter()
             .filter(|p| p.data["spec"]["clusterName"] == json!(cluster))
-            .map(|p| Pool {
-                cluster: cluster.to_string(),
-                name: name_of(&p),
-            })
+            .map(|p| Pool::of(&p))
             .collect()
     }
 

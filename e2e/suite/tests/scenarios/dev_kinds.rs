@@ -1,7 +1,8 @@
-//! The Dev* kinds (issue 13): a DevCluster and DevMachines with the docker backend are served by
-//! the same reconcilers as DockerCluster and DockerMachines, so the quick start runs unchanged
-//! with them; a Dev* object with the inMemory backend gets a fake workload cluster served by the
-//! manager (issue 40), with no container.
+//! The Dev* kinds (issue 13): a DevCluster, DevMachines and a DevMachinePool with the docker
+//! backend are served by the same reconcilers as DockerCluster, DockerMachines and
+//! DockerMachinePools, so the quick start runs unchanged with them, as CAPD 1.14's quick start
+//! (ClusterClass quick-start, issue 50) makes them; a Dev* object with the inMemory backend gets
+//! a fake workload cluster served by the manager (issue 40), with no container.
 
 use std::time::Duration;
 
@@ -40,15 +41,7 @@ async fn the_in_memory_backend_serves_a_fake_cluster_with_its_nodes_and_deletes_
     // `templates/clusterclass-in-memory.yaml`) makes them: the topology controller copies each
     // template's `spec.template.spec`.
     let class_spec = |kind: &str, template: &str| {
-        let path = capd_e2e::workspace_root().join("templates/clusterclass-in-memory.yaml");
-        let text = std::fs::read_to_string(&path).unwrap();
-        let objects: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
-        objects
-            .into_iter()
-            .find(|o| o["kind"] == kind && o["metadata"]["name"] == template)
-            .unwrap_or_else(|| panic!("no {kind} {template} in {}", path.display()))["spec"]
-            ["template"]["spec"]
-            .clone()
+        class_template_spec("clusterclass-in-memory.yaml", kind, template)
     };
     let cluster_spec = class_spec("DevClusterTemplate", "in-memory-cluster");
     assert_eq!(cluster_spec, json!({"backend": {"inMemory": {}}}));

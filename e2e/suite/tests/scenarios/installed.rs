@@ -34,14 +34,14 @@ fn without_real_nodes(env: &Installed, test: &str) -> bool {
     true
 }
 
-/// A cluster of one control plane and one worker comes up (as far as the node image lets it:
-/// [`without_real_nodes`]), then `kubectl delete cluster` leaves nothing.
-async fn comes_up_and_goes(env: &Installed, name: &str, test: &str) {
+/// A cluster of one control plane and `workers` workers comes up (as far as the node image lets
+/// it: [`without_real_nodes`]), then `kubectl delete cluster` leaves nothing.
+async fn comes_up_and_goes(env: &Installed, name: &str, workers: usize, test: &str) {
     env.wait_infrastructure(name, INFRASTRUCTURE).await;
     env.wait_machines(name, true, 1, MACHINES).await;
     if !without_real_nodes(env, test) {
-        env.wait_machines(name, false, 1, MACHINES).await;
-        env.wait_available(name, 2, AVAILABLE).await;
+        env.wait_machines(name, false, workers, MACHINES).await;
+        env.wait_available(name, 1 + workers, AVAILABLE).await;
     }
     env.delete_cluster(name, DELETION).await;
 }
@@ -74,41 +74,64 @@ async fn installed_quick_start() {
     let env = Installed::connect("quick").await;
     let name = unique("iq");
     env.apply(&plain_cluster(&env, &name, 1, 1)).await;
-    comes_up_and_goes(&env, &name, test).await;
+    comes_up_and_goes(&env, &name, 1, test).await;
 }
 
-/// The ClusterClass quick start: the class, then a Cluster of its topology (one control plane,
-/// one MachineDeployment worker).
+/// CAPD 1.14's ClusterClass quick start: the class quick-start (DevClusterTemplate,
+/// DevMachineTemplates, a DevMachinePoolTemplate), then a Cluster of the `development` flavor
+/// with a MachinePool worker beside its MachineDeployment worker: one control plane, one
+/// DevMachine of the deployment and one of the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn installed_clusterclass_quick_start() {
     let test = "installed_clusterclass_quick_start";
     if !runs_with_installed_capi(test) {
         return;
     }
-    let env = Installed::connect("class").await;
+    clusterclass_quick_start(test, "quick-start", "development", true).await;
+}
+
+/// The same on the Docker* kinds: class quick-start-docker and the `development-docker`
+/// flavor as it is (one control plane, one MachineDeployment worker).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installed_clusterclass_quick_start_docker() {
+    let test = "installed_clusterclass_quick_start_docker";
+    if !runs_with_installed_capi(test) {
+        return;
+    }
+    clusterclass_quick_start(test, "quick-start-docker", "development-docker", false).await;
+}
+
+/// The class `class`, then a Cluster of `flavor` (with a MachinePool `mp-0` of one worker of the
+/// class's pool class added when `with_pool`).
+async fn clusterclass_quick_start(test: &str, class: &str, flavor: &str, with_pool: bool) {
+    let env = Installed::connect(flavor).await;
     env.tag_for_class();
     let name = unique("ic");
-    env.apply(&env.render("clusterclass-quick-start.yaml", &[]))
+    env.apply(&env.render(&format!("clusterclass-{class}.yaml"), &[]))
         .await;
     eventually(
         INFRASTRUCTURE,
-        "the ClusterClass quick-start reconciled with its references up to date",
+        &format!("the ClusterClass {class} reconciled with its references up to date"),
         || async {
-            let class = env.get(&capi("ClusterClass"), "quick-start").await?;
+            let class = env.get(&capi("ClusterClass"), class).await?;
             (condition_state(&class, "RefVersionsUpToDate")?.0 == "True").then_some(())
         },
     )
     .await;
-    env.apply(&env.render(
-        "cluster-template-development.yaml",
+    let mut objects = env.render(
+        &format!("cluster-template-{flavor}.yaml"),
         &[
             ("CLUSTER_NAME", &name),
             ("CONTROL_PLANE_MACHINE_COUNT", "1"),
             ("WORKER_MACHINE_COUNT", "1"),
         ],
-    ))
-    .await;
-    comes_up_and_goes(&env, &name, test).await;
+    );
+    if with_pool {
+        objects[0]["spec"]["topology"]["workers"]["machinePools"] =
+            json!([{"class": "default-worker", "name": "mp-0", "replicas": 1}]);
+    }
+    env.apply(&objects).await;
+    comes_up_and_goes(&env, &name, if with_pool { 2 } else { 1 }, test).await;
 }
 
 /// `Cluster.spec.paused` stops our controllers (their `Paused` condition says so) until it is
@@ -184,7 +207,7 @@ async fn installed_manager_killed_mid_provisioning() {
             .await
             .unwrap_or_else(|e| panic!("delete Pod {pod_name}: {e}"));
     }
-    comes_up_and_goes(&env, &name, test).await;
+    comes_up_and_goes(&env, &name, 1, test).await;
 }
 
 /// KCP scaled 1 → 3 → 1 and the MachineDeployment 1 → 2 → 1, with real nodes.
@@ -232,24 +255,46 @@ async fn installed_scale() {
     env.delete_cluster(&name, DELETION).await;
 }
 
-/// A MachinePool of DockerMachinePool instances scaled 0 → 3 → 1 → 0 through the topology, with
-/// real nodes.
+/// A MachinePool of DevMachinePool instances (the `development-mp` flavor, class quick-start)
+/// scaled 0 → 3 → 1 → 0 through the topology, with real nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn installed_machine_pool() {
     let test = "installed_machine_pool";
     if !runs_with_installed_capi(test) {
         return;
     }
-    let env = Installed::connect("pool").await;
+    machine_pool(test, "quick-start", "development-mp", "DevMachinePool").await;
+}
+
+/// The same with DockerMachinePool instances (the `development-mp-docker` flavor).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installed_machine_pool_docker() {
+    let test = "installed_machine_pool_docker";
+    if !runs_with_installed_capi(test) {
+        return;
+    }
+    machine_pool(
+        test,
+        "quick-start-docker",
+        "development-mp-docker",
+        "DockerMachinePool",
+    )
+    .await;
+}
+
+/// The class `class`, a Cluster of `flavor` without workers, then its pool (of `pool_kind`)
+/// scaled 0 → 3 → 1 → 0.
+async fn machine_pool(test: &str, class: &str, flavor: &str, pool_kind: &str) {
+    let env = Installed::connect(flavor).await;
     if without_real_nodes(&env, test) {
         return;
     }
     env.tag_for_class();
     let name = unique("imp");
-    env.apply(&env.render("clusterclass-quick-start.yaml", &[]))
+    env.apply(&env.render(&format!("clusterclass-{class}.yaml"), &[]))
         .await;
     env.apply(&env.render(
-        "cluster-template-development-mp.yaml",
+        &format!("cluster-template-{flavor}.yaml"),
         &[
             ("CLUSTER_NAME", &name),
             ("CONTROL_PLANE_MACHINE_COUNT", "1"),
@@ -271,10 +316,10 @@ async fn installed_machine_pool() {
         .await;
         eventually(
             MACHINES,
-            &format!("the DockerMachinePool of {name} at {replicas} ready replicas"),
+            &format!("the {pool_kind} of {name} at {replicas} ready replicas"),
             || async {
                 let pool = env
-                    .of_cluster(&infra("DockerMachinePool"), &name)
+                    .of_cluster(&infra(pool_kind), &name)
                     .await
                     .into_iter()
                     .next()?;

@@ -1,4 +1,5 @@
-//! Scenario 9 (issue 12): a MachinePool with a DockerMachinePool, the suite playing core's
+//! Scenario 9 (issue 12): a MachinePool with a DockerMachinePool, and the same with CAPD 1.14's
+//! DevMachinePool (issue 50; one pool controller serves both), the suite playing core's
 //! MachinePool controller. Scaled 0 → 3 → 1 → 0 over three failure domains, the manager killed
 //! once in the middle of the scale-up, the `cluster.x-k8s.io/delete-machine` Machine removed
 //! first on scale-down, the MachinePool showing each count and provider ID list core reads;
@@ -22,7 +23,23 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
     ) {
         return;
     }
-    let mut env = Env::scenario("pool", &[]).await;
+    scales_over_failure_domains(Env::scenario("pool", &[]).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dev_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() {
+    if !capd_e2e::installed::runs_with_stand_in(
+        "a_dev_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind",
+    ) {
+        return;
+    }
+    let mut env = Env::scenario("devpool", &[]).await;
+    env.use_dev_kinds();
+    scales_over_failure_domains(env).await;
+}
+
+/// The scenario in `env`, with the kinds it is set to (DockerMachinePool or DevMachinePool).
+async fn scales_over_failure_domains(mut env: Env) {
     let name = env.cluster_name();
     env.create_kubeconfig_secret(&name).await;
     let domains: Vec<_> = DOMAINS.iter().map(|d| json!({"name": d})).collect();
@@ -40,10 +57,10 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
         .await;
     let dmp = eventually(
         Duration::from_secs(30),
-        "the DockerMachinePool to be reconciled",
+        &format!("the {} to be reconciled", env.kinds.pool()),
         || async {
-            let dmp = env.get(&infra("DockerMachinePool"), &pool.name).await?;
-            (dmp.data["status"]["infrastructureMachineKind"] == "DockerMachine").then_some(dmp)
+            let dmp = env.get(&pool.infra_pool(), &pool.name).await?;
+            (dmp.data["status"]["infrastructureMachineKind"] == env.kinds.machine()).then_some(dmp)
         },
     )
     .await;
@@ -60,7 +77,7 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
         .playing_machine_pool(
             &pool,
             eventually(PROVISION, "a first pool container", || async {
-                let containers = pool_containers(&name, &pool.name);
+                let containers = pool.containers();
                 let ids: Vec<String> = containers.iter().map(|c| container_id(c)).collect();
                 // A container being created may not answer `docker inspect` yet.
                 (!containers.is_empty() && ids.iter().all(|id| !id.is_empty()))
@@ -72,7 +89,7 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
     env.start_manager();
     env.wait_ready().await;
     let (dmp, dms) = env.wait_machine_pool_at(&pool, 3, PROVISION).await;
-    let containers = pool_containers(&name, &pool.name);
+    let containers = pool.containers();
     for (container, id) in early.iter().zip(&early_ids) {
         assert!(containers.contains(container), "{container} was kept");
         assert_eq!(&container_id(container), id, "{container} is the same");
@@ -85,7 +102,7 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
         expected,
         "no duplicate container"
     );
-    assert_pool(&name, &dmp, &dms, &containers);
+    assert_pool(&pool, &dmp, &dms, &containers);
     assert_machine_pool(&env, &pool, &dmp, 3).await;
     let mut spread: Vec<String> = containers
         .iter()
@@ -120,7 +137,7 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
     .await;
     env.scale_machine_pool(&pool, 1).await;
     let (dmp, dms) = env.wait_machine_pool_at(&pool, 1, PROVISION).await;
-    let remaining = pool_containers(&name, &pool.name);
+    let remaining = pool.containers();
     assert!(
         !remaining.contains(&format!("{name}-{victim}")),
         "the annotated Machine's container is removed"
@@ -130,7 +147,7 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
         containers.contains(&remaining[0]),
         "a surviving container is kept, not replaced"
     );
-    assert_pool(&name, &dmp, &dms, &remaining);
+    assert_pool(&pool, &dmp, &dms, &remaining);
     assert_machine_pool(&env, &pool, &dmp, 1).await;
 
     // 1 -> 0.
@@ -166,9 +183,12 @@ async fn a_machine_pool_scales_over_failure_domains_and_leaves_nothing_behind() 
 }
 
 /// What a user sees of a pool settled at `containers.len()` replicas: running containers named
-/// `<cluster>-worker-<suffix>`, one provisioned DockerMachine each (owned by the pool and by
-/// core's Machine), the sorted provider ID list, the replica count and Ready conditions.
-fn assert_pool(cluster: &str, dmp: &DynamicObject, dms: &[DynamicObject], containers: &[String]) {
+/// `<cluster>-worker-<suffix>`, one provisioned infrastructure machine each (owned by the pool
+/// and by core's Machine), the pool's own provider ID (CAPD's `docker:////<cluster>-dmp-<pool>`
+/// for a DockerMachinePool, `dev:////…` for a DevMachinePool), the sorted provider ID list, the
+/// replica count and Ready conditions.
+pub fn assert_pool(pool: &Pool, dmp: &DynamicObject, dms: &[DynamicObject], containers: &[String]) {
+    let cluster = &pool.cluster;
     let prefix = format!("{cluster}-worker-");
     for container in containers {
         assert!(container.starts_with(&prefix), "{container}");
@@ -178,7 +198,12 @@ fn assert_pool(cluster: &str, dmp: &DynamicObject, dms: &[DynamicObject], contai
         .iter()
         .map(|dm| format!("{cluster}-{}", dm.metadata.name.as_deref().unwrap()))
         .collect();
-    assert_eq!(names, containers, "one DockerMachine per container");
+    assert_eq!(
+        names,
+        containers,
+        "one {} per container",
+        pool.kinds.machine()
+    );
     for dm in dms {
         let dm_name = dm.metadata.name.clone().unwrap();
         assert_eq!(
@@ -194,7 +219,7 @@ fn assert_pool(cluster: &str, dmp: &DynamicObject, dms: &[DynamicObject], contai
             .map(|r| (r.kind.clone(), r.controller))
             .collect();
         assert!(
-            owners.iter().any(|o| o.0 == "DockerMachinePool"),
+            owners.iter().any(|o| o.0 == pool.kinds.pool()),
             "{owners:?}"
         );
         assert!(
@@ -202,16 +227,25 @@ fn assert_pool(cluster: &str, dmp: &DynamicObject, dms: &[DynamicObject], contai
             "{owners:?}"
         );
         let labels = dm.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(
-            labels.get(POOL_NAME_LABEL).map(String::as_str),
-            Some("pool")
-        );
+        assert_eq!(labels.get(POOL_NAME_LABEL), Some(&label_value(&pool.name)));
     }
     let ids: Vec<String> = containers
         .iter()
         .map(|c| format!("docker:////{c}"))
         .collect();
     assert_eq!(dmp.data["spec"]["providerIDList"], json!(ids), "sorted IDs");
+    let scheme = match pool.kinds {
+        InfraKinds::Docker => "docker",
+        InfraKinds::Dev => "dev",
+    };
+    assert_eq!(
+        dmp.data["spec"]["providerID"],
+        json!(format!("{scheme}:////{cluster}-dmp-{}", pool.name))
+    );
+    assert_eq!(
+        dmp.data["status"]["infrastructureMachineKind"],
+        json!(pool.kinds.machine())
+    );
     assert_eq!(dmp.data["status"]["replicas"], json!(containers.len()));
     assert_eq!(dmp.data["status"]["ready"], json!(true));
     for type_ in ["Ready", "ReplicasReady"] {
@@ -226,7 +260,7 @@ fn assert_pool(cluster: &str, dmp: &DynamicObject, dms: &[DynamicObject], contai
 
 /// What a user sees of the MachinePool once core copied the settled pool's provider IDs
 /// (`dmp`'s) and a count: `status.replicas` and as many provider IDs as the pool has replicas.
-async fn assert_machine_pool(env: &Env, pool: &Pool, dmp: &DynamicObject, replicas: usize) {
+pub async fn assert_machine_pool(env: &Env, pool: &Pool, dmp: &DynamicObject, replicas: usize) {
     // Absent and empty are the same list to core.
     let list = |object: &DynamicObject| {
         object.data["spec"]["providerIDList"]
