@@ -151,7 +151,7 @@ async fn take_over(
         for version in &dropped {
             assert!(
                 err.message.contains(&format!(
-                    "Invalid value: \"{version}\": must appear in spec.versions"
+                    "Invalid value: \"{version}\": missing from spec.versions"
                 )),
                 "{kind}: {}",
                 err.message
