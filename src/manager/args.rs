@@ -164,6 +164,12 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub clustercache_client_burst: u32,
 
+    /// List of CRD migration phases to skip, comma-separated or repeated. Valid values are:
+    /// StorageVersionMigration, CleanupManagedFields.
+    #[arg(long, value_name = "PHASE,...", value_delimiter = ',',
+          value_parser = str::parse::<crate::crdmigrator::Phase>)]
+    pub skip_crd_migration_phases: Vec<crate::crdmigrator::Phase>,
+
     /// A set of key=value pairs that describe feature gates for alpha/experimental features.
     /// Options are: MachinePool=true|false (default true), ClusterTopology=true|false (default
     /// false), PriorityQueue=true|false (default true), ReconcilerRateLimiting=true|false
