@@ -187,6 +187,14 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         (infra, "devmachines/status", "patch"),
         (infra, "devmachinetemplates", "watch"),
         (infra, "devmachinetemplates/status", "patch"),
+        // DevMachinePool, through the pool controller: its DevMachines, one per instance.
+        (infra, "devmachinepools", "watch"),
+        (infra, "devmachinepools", "patch"),
+        (infra, "devmachinepools/status", "patch"),
+        (infra, "devmachines", "create"),
+        (infra, "devmachines", "delete"),
+        (infra, "devmachinepooltemplates", "watch"),
+        (infra, "devmachinepooltemplates/status", "patch"),
         ("cluster.x-k8s.io", "clusters", "watch"),
         ("cluster.x-k8s.io", "machines", "list"),
         ("cluster.x-k8s.io", "machinepools", "watch"),
@@ -209,6 +217,7 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         (infra, "dockermachinetemplates", "patch"),
         (infra, "dockermachinepooltemplates", "patch"),
         (infra, "devmachinetemplates", "patch"),
+        (infra, "devmachinepooltemplates", "patch"),
         (infra, "dockerclustertemplates", "patch"),
         (infra, "devclustertemplates", "patch"),
         ("authentication.k8s.io", "tokenreviews", "create"),
@@ -228,9 +237,10 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
         (infra, "dockermachinepools/finalizers", "update"),
         (infra, "dockermachinepools", "create"),
         (infra, "dockermachinepools", "delete"),
-        // No pool makes DevMachines, and the cluster templates are only read.
-        (infra, "devmachines", "create"),
-        (infra, "devmachines", "delete"),
+        // Pools are made by Cluster API core, and the cluster templates are only read.
+        (infra, "devmachinepools", "create"),
+        (infra, "devmachinepools", "delete"),
+        (infra, "devmachinepools", "update"),
         (infra, "devclusters", "delete"),
         (infra, "dockerclustertemplates", "update"),
         (infra, "devclustertemplates", "delete"),
@@ -251,8 +261,7 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
             "manager role grants {verb} {group}/{resource}"
         );
     }
-    // A Dev kind gets exactly what its Docker twin gets, but the pool controller's DockerMachine
-    // create and delete.
+    // A Dev kind gets exactly what its Docker twin gets.
     for (docker, dev) in [
         ("dockerclusters", "devclusters"),
         ("dockerclusters/status", "devclusters/status"),
@@ -264,14 +273,17 @@ fn manager_role_grants_what_the_controllers_use_and_no_more() {
             "devmachinetemplates/status",
         ),
         ("dockerclustertemplates", "devclustertemplates"),
+        ("dockermachinepools", "devmachinepools"),
+        ("dockermachinepools/status", "devmachinepools/status"),
+        ("dockermachinepooltemplates", "devmachinepooltemplates"),
+        (
+            "dockermachinepooltemplates/status",
+            "devmachinepooltemplates/status",
+        ),
     ] {
-        let mut expected = verbs(role, infra, docker);
-        if docker == "dockermachines" {
-            expected.retain(|v| !["create", "delete"].contains(v));
-        }
         assert_eq!(
             verbs(role, infra, dev),
-            expected,
+            verbs(role, infra, docker),
             "manager role: {dev} and {docker}"
         );
     }

@@ -346,10 +346,14 @@ fn generated_crds_match_capd_release_1_12() {
     for s in &skipped {
         println!("skipped: {s}");
     }
+    // DevMachinePool and DevMachinePoolTemplate came with CAPD 1.13: 1.12 has no CRD for them.
+    let expected: Vec<&String> = ours
+        .keys()
+        .filter(|k| !["DevMachinePool", "DevMachinePoolTemplate"].contains(&k.as_str()))
+        .collect();
     assert!(
-        compared.len() == ours.len(),
-        "some of our kinds have no reference CRD: ours {:?}, compared {compared:?}",
-        ours.keys()
+        compared.len() == expected.len(),
+        "some of our kinds have no reference CRD: ours {expected:?}, compared {compared:?}"
     );
     assert!(
         problems.is_empty(),

@@ -193,6 +193,12 @@ async fn our_crds_replace_capd_crds_that_list_retired_stored_versions() {
     let mut refused = Vec::new();
     for ours in capd::api::crd::all().unwrap() {
         let path = dir.join(capd::api::crd::file_name(&ours));
+        let kind = ours.spec.names.kind.as_str();
+        if capd::api::crd::V1BETA2_ONLY.contains(&kind) {
+            // Introduced by CAPD 1.13: 1.12 has no CRD of it to replace.
+            assert!(!path.exists(), "CAPD 1.12 has a CRD for {kind}");
+            continue;
+        }
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("no CAPD CRD for {}: {e}", ours.spec.names.kind));
         let capd: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();

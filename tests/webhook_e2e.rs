@@ -98,6 +98,9 @@ async fn every_kind_round_trips_through_a_v1beta1_writer() {
     let cluster = cluster().await;
     let objects = one_of_every_kind();
     for (kind, spec) in objects {
+        if capd::api::crd::V1BETA2_ONLY.contains(&kind) {
+            continue; // no v1beta1 to write through
+        }
         let hub = dynamic(&cluster.client, "v1beta2", kind);
         let spoke = dynamic(&cluster.client, "v1beta1", kind);
         let name = kind.to_lowercase();

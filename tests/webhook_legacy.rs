@@ -23,11 +23,13 @@ use serde_json::{Value, json};
 use testapiserver::cacher::WatchCacheStats;
 use webhook_support::cluster::{Cluster, GROUP, NS, cluster, dynamic, one_of_every_kind};
 
-/// Every version every CRD of ours lists, as the test API server keys its watch caches.
+/// Every version every CRD of ours lists, as the test API server keys its watch caches (a CRD
+/// with one version, DevMachinePool's, needs no conversion: nothing to check there).
 fn listed_versions() -> Vec<String> {
     capd::api::crd::all()
         .unwrap()
         .iter()
+        .filter(|crd| crd.spec.versions.len() > 1)
         .flat_map(|crd| {
             crd.spec
                 .versions

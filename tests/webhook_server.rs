@@ -90,6 +90,22 @@ fn objects() -> Vec<Value> {
     ]
 }
 
+/// One object of each kind CAPD introduced in v1beta2 (no v1beta1 to convert to).
+fn v1beta2_only_objects() -> Vec<Value> {
+    vec![
+        object(
+            "DevMachinePool",
+            "dp1",
+            json!({"backend": {"docker": {"customImage": "kindest/node:v1.31.0"}}}),
+        ),
+        object(
+            "DevMachinePoolTemplate",
+            "dpt1",
+            json!({"template": {"spec": {"backend": {"docker": {"preLoadImages": ["nginx"]}}}}}),
+        ),
+    ]
+}
+
 fn conversion_review(desired: &str, objects: &[Value]) -> Vec<u8> {
     serde_json::to_vec(&json!({
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -186,6 +202,7 @@ async fn admission_round_trips_every_endpoint_over_https() {
         let kind = endpoint.kind();
         let sent = objects()
             .into_iter()
+            .chain(v1beta2_only_objects())
             .find(|o| o["kind"] == kind.name())
             .unwrap();
         let answer = post(

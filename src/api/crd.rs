@@ -136,6 +136,10 @@ const LEGACY_VERSIONS: &[(&str, &[&str])] = &[
     ("DockerMachinePool", &["v1alpha3", "v1alpha4"]),
 ];
 
+/// The kinds CAPD introduced in v1beta2 (1.13): their CRDs list no other version, and the
+/// conversion webhook converts them to no other.
+pub const V1BETA2_ONLY: &[&str] = &["DevMachinePool", "DevMachinePoolTemplate"];
+
 const LEGACY_VERSION_DOC: &str = "A version CAPD retired, listed so that this CRD can replace CAPD's \
      while status.storedVersions still names it. Not served: objects are read and written in \
      v1beta1 or v1beta2.";
@@ -395,6 +399,33 @@ pub fn dev_machine_template() -> Result<CustomResourceDefinition, CrdError> {
     ])
 }
 
+const DEV_MACHINE_POOL_DOC: &str = "DevMachinePool is the infrastructure of one Cluster API MachinePool, made by the \
+     backend its spec names: with the docker backend, a group of identical node containers, as \
+     a DockerMachinePool.";
+const DEV_MACHINE_POOL_TEMPLATE_DOC: &str =
+    "DevMachinePoolTemplate describes DevMachinePools to create, for ClusterClass-based clusters.";
+
+/// The DevMachinePool CRD (v1beta2 only, as in CAPD 1.14).
+pub fn dev_machine_pool() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![
+        VersionSpec::with_status::<
+            v1beta2::DevMachinePool,
+            v1beta2::DevMachinePoolSpec,
+            v1beta2::DevMachinePoolStatus,
+        >(DEV_MACHINE_POOL_DOC)
+        .defaulted_spec(),
+    ])
+}
+
+/// The DevMachinePoolTemplate CRD (v1beta2 only, as in CAPD 1.14).
+pub fn dev_machine_pool_template() -> Result<CustomResourceDefinition, CrdError> {
+    merge(vec![VersionSpec::with_status::<
+        v1beta2::DevMachinePoolTemplate,
+        v1beta2::DevMachinePoolTemplateSpec,
+        v1beta2::DevMachinePoolTemplateStatus,
+    >(DEV_MACHINE_POOL_TEMPLATE_DOC)])
+}
+
 /// Every CRD this provider installs, in a stable order.
 pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     Ok(vec![
@@ -408,6 +439,8 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         dev_cluster_template()?,
         dev_machine()?,
         dev_machine_template()?,
+        dev_machine_pool()?,
+        dev_machine_pool_template()?,
     ])
 }
 

@@ -3,7 +3,8 @@
 //! the condition vocabulary, and read-only views of the Cluster API core objects we read.
 //!
 //! - [`v1beta2`]: the hub version; controllers work with these types (`DockerCluster`,
-//!   `DockerMachine`, their templates, `DockerMachinePool`, and the shared sub-types).
+//!   `DockerMachine`, their templates, `DockerMachinePool`, the Dev kinds, and the shared
+//!   sub-types). `DevMachinePool` and `DevMachinePoolTemplate` exist in this version only.
 //! - [`v1beta1`]: the deprecated version, served for compatibility and converted to the hub.
 //! - [`legacy`]: the retired v1alpha3 and v1alpha4 shapes, never served, converted for the API
 //!   server's watch caches and for objects an old installation stored in them.

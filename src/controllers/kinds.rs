@@ -20,16 +20,28 @@ use kube::Resource;
 use kube::core::NamespaceResourceScope;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
 
-use super::apply::{apply_object, apply_status_unless_gone, body_with};
-use super::context::Context;
-use super::error::Result;
 use crate::api::v1beta2::{
-    DevCluster, DevMachine, DevMachineStatus, DockerCluster, DockerClusterSpec,
-    DockerClusterStatus, DockerMachine, DockerMachineSpec, DockerMachineStatus,
-    InMemoryMachineBackendSpec,
+    DevCluster, DevMachine, DockerCluster, DockerClusterSpec, DockerMachine, DockerMachineSpec,
+    DockerMachineStatus, InMemoryMachineBackendSpec,
 };
+
+mod write;
+
+/// Name of the DockerCluster controller in metrics and logs.
+pub const DOCKER_CLUSTER_CONTROLLER: &str = "dockercluster";
+
+/// Name of the controller of DevClusters (the same reconcile) in metrics and logs.
+pub const DEV_CLUSTER_CONTROLLER: &str = "devcluster";
+
+/// Name of the DockerMachine controller in metrics and logs.
+pub const DOCKER_MACHINE_CONTROLLER: &str = "dockermachine";
+
+/// Name of the controller of DevMachines (the same reconcile) in metrics and logs.
+pub const DEV_MACHINE_CONTROLLER: &str = "devmachine";
+
+/// Name of the DockerMachinePool controller in metrics and logs.
+pub const DOCKER_MACHINE_POOL_CONTROLLER: &str = "dockermachinepool";
 
 /// Which generation of the API an object belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -98,7 +110,7 @@ pub trait ServedKind:
 impl ServedKind for DockerCluster {
     type Docker = DockerCluster;
     const SERVED: Served = Served::Docker;
-    const CONTROLLER: &'static str = super::dockercluster::CONTROLLER;
+    const CONTROLLER: &'static str = DOCKER_CLUSTER_CONTROLLER;
 
     fn docker(&self) -> std::result::Result<(DockerCluster, Backend), UnsupportedBackend> {
         Ok((self.clone(), Backend::Docker))
@@ -108,7 +120,7 @@ impl ServedKind for DockerCluster {
 impl ServedKind for DevCluster {
     type Docker = DockerCluster;
     const SERVED: Served = Served::Dev;
-    const CONTROLLER: &'static str = super::dockercluster::DEV_CONTROLLER;
+    const CONTROLLER: &'static str = DEV_CLUSTER_CONTROLLER;
 
     fn docker(&self) -> std::result::Result<(DockerCluster, Backend), UnsupportedBackend> {
         let (spec, backend) = match (self.spec.docker(), &self.spec.backend.in_memory) {
@@ -134,7 +146,7 @@ impl ServedKind for DevCluster {
 impl ServedKind for DockerMachine {
     type Docker = DockerMachine;
     const SERVED: Served = Served::Docker;
-    const CONTROLLER: &'static str = super::dockermachine::CONTROLLER;
+    const CONTROLLER: &'static str = DOCKER_MACHINE_CONTROLLER;
 
     fn docker(&self) -> std::result::Result<(DockerMachine, Backend), UnsupportedBackend> {
         Ok((self.clone(), Backend::Docker))
@@ -144,7 +156,7 @@ impl ServedKind for DockerMachine {
 impl ServedKind for DevMachine {
     type Docker = DockerMachine;
     const SERVED: Served = Served::Dev;
-    const CONTROLLER: &'static str = super::dockermachine::DEV_CONTROLLER;
+    const CONTROLLER: &'static str = DEV_MACHINE_CONTROLLER;
 
     fn docker(&self) -> std::result::Result<(DockerMachine, Backend), UnsupportedBackend> {
         let (spec, backend) = match (self.spec.docker(), &self.spec.backend.in_memory) {
@@ -228,97 +240,7 @@ pub struct Applied {
     pub deleting: bool,
 }
 
-/// Applies `fields` of the main resource of the `K` `namespace/name`.
-async fn apply_fields<K>(
-    ctx: &Context,
-    namespace: &str,
-    name: &str,
-    fields: Map<String, Value>,
-) -> Result<Applied>
-where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug,
-{
-    let applied = apply_object(&ctx.api::<K>(namespace), name, body_with::<K>(fields)).await?;
-    Ok(Applied {
-        generation: applied.meta().generation,
-        deleting: applied.meta().deletion_timestamp.is_some(),
-    })
-}
-
-impl ClusterView {
-    /// Applies `status` to the real object (a DevCluster's status has a DockerCluster's shape);
-    /// returns whether it was written (false when the object is gone).
-    ///
-    /// # Errors
-    /// [`super::Error::Kube`] when the API server refuses.
-    pub async fn apply_status(&self, ctx: &Context, status: &DockerClusterStatus) -> Result<bool> {
-        let (namespace, name) = (self.namespace(), self.name());
-        match self.served {
-            Served::Docker => {
-                apply_status_unless_gone(&ctx.api::<DockerCluster>(&namespace), &name, status).await
-            }
-            Served::Dev => {
-                apply_status_unless_gone(&ctx.api::<DevCluster>(&namespace), &name, status).await
-            }
-        }
-    }
-
-    /// Applies `spec` fields that sit at the same place in both kinds (the control plane
-    /// endpoint) to the real object; returns what the write returned.
-    ///
-    /// # Errors
-    /// [`super::Error::Kube`] when the API server refuses.
-    pub async fn apply_spec(&self, ctx: &Context, spec: Value) -> Result<Applied> {
-        let (namespace, name) = (self.namespace(), self.name());
-        let fields = Map::from_iter([("spec".to_string(), spec)]);
-        match self.served {
-            Served::Docker => apply_fields::<DockerCluster>(ctx, &namespace, &name, fields).await,
-            Served::Dev => apply_fields::<DevCluster>(ctx, &namespace, &name, fields).await,
-        }
-    }
-}
-
 impl MachineView {
-    /// Applies `status` to the real object, in its kind's shape (a DevMachine keeps
-    /// `loadBalancerConfigured` under `status.backend.docker`); returns whether it was written
-    /// (false when the object is gone).
-    ///
-    /// # Errors
-    /// [`super::Error::Kube`] when the API server refuses.
-    pub async fn apply_status(&self, ctx: &Context, status: &DockerMachineStatus) -> Result<bool> {
-        let (namespace, name) = (self.namespace(), self.name());
-        match self.served {
-            Served::Docker => {
-                apply_status_unless_gone(&ctx.api::<DockerMachine>(&namespace), &name, status).await
-            }
-            Served::Dev => {
-                let mut dev_status = DevMachineStatus::from(status);
-                if self.backend != Backend::Docker {
-                    dev_status.backend = None;
-                }
-                apply_status_unless_gone(&ctx.api::<DevMachine>(&namespace), &name, &dev_status)
-                    .await
-            }
-        }
-    }
-
-    /// Applies the owned parts of the main resource (`metadata` annotations, `spec.providerID`:
-    /// at the same place in both kinds), given as the fields of an apply body; returns what the
-    /// write returned.
-    ///
-    /// # Errors
-    /// [`super::Error::Kube`] when the API server refuses.
-    pub async fn apply_owned(&self, ctx: &Context, fields: Map<String, Value>) -> Result<Applied> {
-        let (namespace, name) = (self.namespace(), self.name());
-        match self.served {
-            Served::Docker => apply_fields::<DockerMachine>(ctx, &namespace, &name, fields).await,
-            Served::Dev => apply_fields::<DevMachine>(ctx, &namespace, &name, fields).await,
-        }
-    }
-
     /// The key of this machine in the task registry and on the trigger channel.
     pub fn key(&self) -> MachineRef {
         MachineRef {
@@ -391,6 +313,7 @@ impl<T> Recorded for View<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::v1beta2::DevMachineStatus;
     use crate::api::v1beta2::{
         DevClusterBackendSpec, DevClusterSpec, DevMachineBackendSpec, DevMachineSpec,
         DockerClusterBackendSpec, DockerMachineBackendSpec, FailureDomain,

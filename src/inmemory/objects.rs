@@ -3,6 +3,9 @@
 
 use serde_json::{Value, json};
 
+/// The Kubernetes version the fake API servers report, and their Nodes' kubelets.
+pub const KUBERNETES_VERSION: &str = "v1.34.0";
+
 /// Label of control plane Nodes.
 pub const CONTROL_PLANE_NODE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 
@@ -64,7 +67,7 @@ pub fn node(name: &str, control_plane: bool, now: &str) -> Value {
                 condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
                 condition("PIDPressure", "False", "KubeletHasSufficientPID"),
             ],
-            "nodeInfo": {"kubeletVersion": super::server::KUBERNETES_VERSION},
+            "nodeInfo": {"kubeletVersion": KUBERNETES_VERSION},
         },
     })
 }

@@ -26,8 +26,8 @@ use super::resources::{self, ResourceType};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{Change, Filter, Store, StoreError};
 
-/// The Kubernetes version the fake API servers report.
-pub const KUBERNETES_VERSION: &str = "v1.34.0";
+/// The Kubernetes version the fake API servers report (and their Nodes' kubelets).
+pub use super::objects::KUBERNETES_VERSION;
 
 /// How long a watch lasts without a `timeoutSeconds` (kube-apiserver picks 30–60 min).
 const DEFAULT_WATCH: Duration = Duration::from_secs(1800);

@@ -179,7 +179,9 @@ fn admit(
             Kind::DockerMachine
             | Kind::DockerMachineTemplate
             | Kind::DockerMachinePool
-            | Kind::DockerMachinePoolTemplate,
+            | Kind::DockerMachinePoolTemplate
+            | Kind::DevMachinePool
+            | Kind::DevMachinePoolTemplate,
         ) => Ok(AdmissionResponse::allow(&request.uid)),
         Endpoint::Validate(Kind::DockerCluster) => {
             validate(request, kind.name(), update, rules::validate_docker_cluster)
@@ -222,6 +224,17 @@ fn admit(
         Endpoint::Validate(Kind::DevMachineTemplate) => {
             validate(request, kind.name(), update, |new, old| {
                 rules::validate_dev_machine_template(new, old, &context)
+            })
+        }
+        Endpoint::Validate(Kind::DevMachinePool) => validate(
+            request,
+            kind.name(),
+            update,
+            rules::validate_dev_machine_pool,
+        ),
+        Endpoint::Validate(Kind::DevMachinePoolTemplate) => {
+            validate(request, kind.name(), update, |new, old| {
+                rules::validate_dev_machine_pool_template(new, old, &context)
             })
         }
     }

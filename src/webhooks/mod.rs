@@ -62,11 +62,15 @@ pub enum Kind {
     DevMachine,
     /// DevMachineTemplate.
     DevMachineTemplate,
+    /// DevMachinePool.
+    DevMachinePool,
+    /// DevMachinePoolTemplate.
+    DevMachinePoolTemplate,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 12] = [
         Kind::DockerCluster,
         Kind::DockerClusterTemplate,
         Kind::DockerMachine,
@@ -77,6 +81,8 @@ impl Kind {
         Kind::DevClusterTemplate,
         Kind::DevMachine,
         Kind::DevMachineTemplate,
+        Kind::DevMachinePool,
+        Kind::DevMachinePoolTemplate,
     ];
 
     /// The kind's name (`DockerCluster`).
@@ -92,6 +98,8 @@ impl Kind {
             Kind::DevClusterTemplate => "DevClusterTemplate",
             Kind::DevMachine => "DevMachine",
             Kind::DevMachineTemplate => "DevMachineTemplate",
+            Kind::DevMachinePool => "DevMachinePool",
+            Kind::DevMachinePoolTemplate => "DevMachinePoolTemplate",
         }
     }
 
@@ -108,6 +116,8 @@ impl Kind {
             Kind::DevClusterTemplate => "devclustertemplates",
             Kind::DevMachine => "devmachines",
             Kind::DevMachineTemplate => "devmachinetemplates",
+            Kind::DevMachinePool => "devmachinepools",
+            Kind::DevMachinePoolTemplate => "devmachinepooltemplates",
         }
     }
 }
@@ -123,10 +133,11 @@ pub enum Endpoint {
 
 impl Endpoint {
     /// The endpoints served: CAPD's (defaulting for the cluster kinds, validation for the
-    /// cluster and machine kinds, both for the Dev kinds) and validation for the pool kinds,
-    /// which CAPD does not check. Nothing of a Docker machine or a pool has a default, so they
-    /// get no defaulting webhook; a Dev machine has one, its backend.
-    pub const ALL: [Endpoint; 16] = [
+    /// cluster and machine kinds, both for the Dev cluster and machine kinds) and validation for
+    /// the pool kinds, Docker and Dev, which CAPD does not check. Nothing of a Docker machine or
+    /// a pool has a default, so they get no defaulting webhook; a Dev machine has one, its
+    /// backend.
+    pub const ALL: [Endpoint; 18] = [
         Endpoint::Mutate(Kind::DockerCluster),
         Endpoint::Mutate(Kind::DockerClusterTemplate),
         Endpoint::Validate(Kind::DockerCluster),
@@ -143,6 +154,8 @@ impl Endpoint {
         Endpoint::Validate(Kind::DevClusterTemplate),
         Endpoint::Validate(Kind::DevMachine),
         Endpoint::Validate(Kind::DevMachineTemplate),
+        Endpoint::Validate(Kind::DevMachinePool),
+        Endpoint::Validate(Kind::DevMachinePoolTemplate),
     ];
 
     /// The kind the endpoint judges.

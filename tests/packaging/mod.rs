@@ -18,7 +18,7 @@ pub const SERVICE_ACCOUNT: &str = "capd-manager";
 pub const COMPONENTS_FILE: &str = "infrastructure-components.yaml";
 pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 pub const LEASE: &str = "controller-leader-election-capd";
-pub const KINDS: [(&str, &str); 10] = [
+pub const KINDS: [(&str, &str); 12] = [
     ("DockerCluster", "dockerclusters"),
     ("DockerClusterTemplate", "dockerclustertemplates"),
     ("DockerMachine", "dockermachines"),
@@ -29,6 +29,8 @@ pub const KINDS: [(&str, &str); 10] = [
     ("DevClusterTemplate", "devclustertemplates"),
     ("DevMachine", "devmachines"),
     ("DevMachineTemplate", "devmachinetemplates"),
+    ("DevMachinePool", "devmachinepools"),
+    ("DevMachinePoolTemplate", "devmachinepooltemplates"),
 ];
 pub const CLUSTER_SCOPED: [&str; 6] = [
     "Namespace",

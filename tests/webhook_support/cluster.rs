@@ -77,21 +77,13 @@ pub async fn cluster() -> Cluster {
 
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca.pem());
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for plural in [
-        "dockerclusters",
-        "dockerclustertemplates",
-        "dockermachines",
-        "dockermachinetemplates",
-        "dockermachinepools",
-        "dockermachinepooltemplates",
-        "devclusters",
-        "devclustertemplates",
-        "devmachines",
-        "devmachinetemplates",
-    ] {
+    // Every CRD we generate, as committed.
+    for ours in capd::api::crd::all().unwrap() {
+        let plural = &ours.spec.names.plural;
         let path = format!(
-            "{}/config/crd/bases/{GROUP}_{plural}.yaml",
-            env!("CARGO_MANIFEST_DIR")
+            "{}/config/crd/bases/{}",
+            env!("CARGO_MANIFEST_DIR"),
+            capd::api::crd::file_name(&ours)
         );
         let mut crd: Value =
             serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -127,7 +119,7 @@ pub fn dynamic(client: &Client, version: &str, kind: &str) -> Api<DynamicObject>
 }
 
 /// One v1beta2 spec of every kind, with the fields whose shape differs between versions set.
-pub fn one_of_every_kind() -> [(&'static str, Value); 10] {
+pub fn one_of_every_kind() -> [(&'static str, Value); 12] {
     [
         (
             "DockerCluster",
@@ -175,6 +167,15 @@ pub fn one_of_every_kind() -> [(&'static str, Value); 10] {
         (
             "DevMachineTemplate",
             json!({"template": {"spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "10s"}}}}}}}),
+        ),
+        (
+            "DevMachinePool",
+            json!({"backend": {"docker": {"customImage": "kindest/node:v1.31.0", "preLoadImages": ["nginx"]}},
+               "providerIDList": ["docker:////c1-p1-a"]}),
+        ),
+        (
+            "DevMachinePoolTemplate",
+            json!({"template": {"spec": {"backend": {"docker": {"extraMounts": [{"containerPath": "/a", "hostPath": "/b"}]}}}}}),
         ),
     ]
 }

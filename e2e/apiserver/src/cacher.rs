@@ -25,7 +25,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
+pub use crate::resources::fills;
 use crate::resources::{ResKey, ResourceDef};
+pub use crate::state::WatchCacheStats;
 use crate::state::{Shared, until_shutdown};
 use crate::store::object_key;
 
@@ -35,24 +37,6 @@ pub const BATCH_DELAY: Duration = Duration::from_millis(50);
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 /// How many times a failed fill is retried before waiting for the next change.
 pub const RETRIES: u32 = 5;
-
-/// What the watch cache of one version of one custom resource met so far.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WatchCacheStats {
-    /// Fills that converted every object asked for.
-    pub fills: u64,
-    /// Fills that failed (each logged as kube's cacher logs it).
-    pub failures: u64,
-    /// The error of the last failed fill.
-    pub last_error: Option<String>,
-}
-
-/// Whether stored changes of `def` are converted into its listed versions.
-pub fn fills(def: &ResourceDef) -> bool {
-    def.custom
-        && matches!(def.conversion, crate::resources::Conversion::Webhook { .. })
-        && def.listed_versions.len() > 1
-}
 
 /// The key [`WatchCacheStats`] are kept under: `<plural>.<group>/<version>`.
 pub fn stats_key(def: &ResourceDef, version: &str) -> String {

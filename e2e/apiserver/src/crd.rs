@@ -12,7 +12,7 @@ use crate::resources::{Conversion, Representation, ResKey, ResourceDef, VersionD
 use crate::store::Store;
 
 /// The finalizer that makes CRD deletion remove every custom resource first.
-pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+pub use crate::gc::CLEANUP_FINALIZER;
 
 fn crd_key() -> ResKey {
     (

@@ -417,3 +417,11 @@ pub fn builtins() -> Vec<ResourceDef> {
         validating,
     ]
 }
+
+/// Whether stored changes of `def` are converted into its listed versions (by the watch cache,
+/// [`crate::cacher`]).
+pub fn fills(def: &ResourceDef) -> bool {
+    def.custom
+        && matches!(def.conversion, Conversion::Webhook { .. })
+        && def.listed_versions.len() > 1
+}

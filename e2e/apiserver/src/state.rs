@@ -10,6 +10,17 @@ use tokio::sync::{Notify, watch};
 use crate::faults::Faults;
 use crate::store::Store;
 
+/// What the watch cache of one version of one custom resource met so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchCacheStats {
+    /// Fills that converted every object asked for.
+    pub fills: u64,
+    /// Fills that failed (each logged as kube's cacher logs it).
+    pub failures: u64,
+    /// The error of the last failed fill.
+    pub last_error: Option<String>,
+}
+
 /// State shared by every handler.
 pub struct Shared {
     /// Objects, history and served resources.
@@ -30,7 +41,7 @@ pub struct Shared {
     pub watch_epoch: watch::Sender<u64>,
     /// What each custom resource version's watch cache met, by `<plural>.<group>/<version>`
     /// ([`crate::cacher`]).
-    pub watch_caches: Mutex<BTreeMap<String, crate::cacher::WatchCacheStats>>,
+    pub watch_caches: Mutex<BTreeMap<String, WatchCacheStats>>,
 }
 
 impl Shared {

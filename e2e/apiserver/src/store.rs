@@ -180,7 +180,7 @@ impl Store {
         if self
             .defs
             .iter()
-            .any(|d| d.key() == *key && crate::cacher::fills(d))
+            .any(|d| d.key() == *key && crate::resources::fills(d))
         {
             self.fill_queue.push((key.clone(), object.clone()));
             self.fill_wakeup.notify_one();

@@ -128,8 +128,8 @@ pub fn convert_object(obj: Value, desired_api_version: &str) -> Result<Value, Co
 
 /// Whether `version` is one the CRD of `kind` lists.
 fn has_version(kind: &str, version: &str) -> bool {
-    version == v1beta1::VERSION
-        || version == v1beta2::VERSION
+    version == v1beta2::VERSION
+        || (version == v1beta1::VERSION && !super::crd::V1BETA2_ONLY.contains(&kind))
         || super::crd::retired_versions(kind).contains(&version)
 }
 
@@ -231,7 +231,9 @@ fn known_kind(kind: &str) -> Result<(), ConversionError> {
         | "DevCluster"
         | "DevClusterTemplate"
         | "DevMachine"
-        | "DevMachineTemplate" => Ok(()),
+        | "DevMachineTemplate"
+        | "DevMachinePool"
+        | "DevMachinePoolTemplate" => Ok(()),
         _ => Err(ConversionError::UnknownKind {
             kind: kind.to_string(),
         }),

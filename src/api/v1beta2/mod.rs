@@ -3,6 +3,7 @@
 mod common;
 mod devcluster;
 mod devmachine;
+mod devmachinepool;
 mod dockercluster;
 mod dockermachine;
 mod dockermachinepool;
@@ -10,6 +11,7 @@ mod dockermachinepool;
 pub use common::*;
 pub use devcluster::*;
 pub use devmachine::*;
+pub use devmachinepool::*;
 pub use dockercluster::*;
 pub use dockermachine::*;
 pub use dockermachinepool::*;

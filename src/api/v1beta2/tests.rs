@@ -133,3 +133,67 @@ fn empty_spec_and_endpoint_are_omitted() {
         json!({"port": 6443})
     );
 }
+
+/// CAPD 1.14's quick-start DevMachinePool reads as a DockerMachinePool with the same settings,
+/// and what the pool controller writes in the Docker shape comes back in the Dev shape.
+#[test]
+fn dev_machine_pool_has_a_docker_machine_pool_view() {
+    let pool: DevMachinePool = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "DevMachinePool",
+        "metadata": {"name": "p1"},
+        "spec": {
+            "providerIDList": ["docker:////c1-p1-a"],
+            "backend": {"docker": {
+                "customImage": "kindest/node:v1.31.0",
+                "preLoadImages": ["nginx"],
+                "extraMounts": [{"containerPath": "/a", "hostPath": "/b", "readOnly": true}],
+            }},
+        },
+    }))
+    .unwrap();
+    let docker = pool.spec.docker().expect("docker backend");
+    assert_eq!(docker.template.custom_image, "kindest/node:v1.31.0");
+    assert_eq!(docker.template.pre_load_images, ["nginx"]);
+    assert_eq!(docker.template.extra_mounts[0].host_path, "/b");
+    assert_eq!(docker.provider_id_list, ["docker:////c1-p1-a"]);
+    assert_eq!(
+        DevMachinePoolSpec::from(&docker),
+        pool.spec,
+        "spec round trip"
+    );
+    assert_eq!(
+        DevMachinePoolSpec::default().docker(),
+        None,
+        "no backend, no view"
+    );
+
+    let written = DockerMachinePoolStatus {
+        ready: true,
+        replicas: 2,
+        observed_generation: 3,
+        infrastructure_machine_kind: "DevMachine".into(),
+        instances: vec![DockerMachinePoolInstanceStatus {
+            instance_name: "c1-p1-a".into(),
+            ready: true,
+            bootstrapped: true,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let status = DevMachinePoolStatus::from(&written);
+    assert_eq!(
+        serde_json::to_value(&status).unwrap(),
+        json!({
+            "ready": true,
+            "replicas": 2,
+            "observedGeneration": 3,
+            "infrastructureMachineKind": "DevMachine",
+            "instances": [{"instanceName": "c1-p1-a", "ready": true}],
+        }),
+        "no `bootstrapped`, no `deprecated`: DevMachinePool has neither"
+    );
+    let mut back = DockerMachinePoolStatus::from(&status);
+    back.instances[0].bootstrapped = true;
+    assert_eq!(back, written, "the rest survives the round trip");
+}

@@ -12,8 +12,8 @@ use crate::api::conditions::{
 use crate::api::v1beta2::{APIEndpoint, DockerCluster, DockerClusterStatus};
 use crate::controllers::conditions::{condition, paused_condition};
 use crate::controllers::context::{Context, EventKind};
-use crate::controllers::dockermachine::inmemory::{cluster_key, reserve};
 use crate::controllers::error::Result;
+use crate::controllers::fake_clusters::{cluster_key, reserve};
 use crate::controllers::kinds::ClusterView;
 
 /// The endpoint of a fake cluster listening on `port` at `host`.

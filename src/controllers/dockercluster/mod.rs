@@ -34,11 +34,10 @@ use crate::api::capi::Cluster;
 use crate::api::v1beta2::{DockerCluster, DockerClusterStatus};
 use crate::runtime::error_chain;
 
-/// Name of the controller in metrics and logs.
-pub const CONTROLLER: &str = "dockercluster";
-
-/// Name of the controller of DevClusters (the same reconcile) in metrics and logs.
-pub const DEV_CONTROLLER: &str = "devcluster";
+/// Names of the controllers (of DockerClusters, of DevClusters) in metrics and logs.
+pub use super::kinds::{
+    DEV_CLUSTER_CONTROLLER as DEV_CONTROLLER, DOCKER_CLUSTER_CONTROLLER as CONTROLLER,
+};
 
 /// Reconciles one DockerCluster or DevCluster; records metrics, logs and an Event when it fails.
 pub async fn reconcile<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action>

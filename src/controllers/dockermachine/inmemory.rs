@@ -3,7 +3,6 @@
 //! server come up in stages ([`super::inmemory_stages`]) in its cluster's fake workload cluster
 //! ([`crate::inmemory`]). No pass blocks: a stage not yet due requeues for the time left.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -23,32 +22,12 @@ use crate::api::v1beta2::{DockerMachineStatus, InMemoryMachineBackendSpec};
 use crate::controllers::conditions::{condition, paused_condition};
 use crate::controllers::context::{Context, EventKind};
 use crate::controllers::error::{Error, Result};
+use crate::controllers::fake_clusters::{cluster_key, reserve};
 use crate::controllers::kinds::{Applied, MachineView};
 use crate::inmemory::etcd::members;
 use crate::inmemory::objects::{self, KUBE_SYSTEM};
 use crate::inmemory::resources::{self, ResourceType};
 use crate::inmemory::{StoreError, WorkloadCluster};
-
-/// Key of a fake workload cluster: `<namespace>/<Cluster name>` (CAPD's resource group).
-pub fn cluster_key(namespace: &str, cluster: &str) -> String {
-    format!("{namespace}/{cluster}")
-}
-
-/// The fake workload cluster of `key` (made when missing), on `port` when the endpoint already
-/// names one (`0`: none yet).
-///
-/// # Errors
-/// [`Error::InMemory`] when no port is free.
-pub fn reserve(ctx: &Context, key: &str, port: i32) -> Result<Arc<WorkloadCluster>> {
-    let port = u16::try_from(port).ok().filter(|p| *p > 0);
-    ctx.in_memory
-        .ensure(key, port)
-        .map_err(|source| Error::InMemory {
-            action: "reserve a listener".into(),
-            cluster: key.to_string(),
-            source,
-        })
-}
 
 /// The wait before any stage, as the docker backend words it (`VMProvisioned` instead of
 /// `ContainerProvisioned`); `None` once the machine may start.

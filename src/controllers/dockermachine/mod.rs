@@ -55,11 +55,10 @@ use crate::api::conditions::{
 use crate::api::v1beta2::{DockerMachine, DockerMachineStatus};
 use crate::api::{DOCKER_MACHINE_FINALIZER, MACHINE_POOL_NAME_LABEL, WEIGHT_ANNOTATION};
 
-/// Name of the controller in metrics and logs.
-pub const CONTROLLER: &str = "dockermachine";
-
-/// Name of the controller of DevMachines (the same reconcile) in metrics and logs.
-pub const DEV_CONTROLLER: &str = "devmachine";
+/// Names of the controllers (of DockerMachines, of DevMachines) in metrics and logs.
+pub use super::kinds::{
+    DEV_MACHINE_CONTROLLER as DEV_CONTROLLER, DOCKER_MACHINE_CONTROLLER as CONTROLLER,
+};
 
 /// Reconciles one DockerMachine or DevMachine; records metrics, logs and an Event when it fails.
 pub async fn reconcile<K>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action>

@@ -32,7 +32,7 @@ use crate::api::v1beta2::{DockerMachine, DockerMachinePool, DockerMachinePoolSta
 use crate::api::{CLUSTER_NAME_LABEL, DOCKER_MACHINE_POOL_FINALIZER};
 
 /// Name of the controller in metrics and logs.
-pub const CONTROLLER: &str = "dockermachinepool";
+pub use super::kinds::DOCKER_MACHINE_POOL_CONTROLLER as CONTROLLER;
 
 /// Reconciles one DockerMachinePool; records metrics, logs and an Event when it fails.
 pub async fn reconcile(pool: Arc<DockerMachinePool>, ctx: Arc<Context>) -> Result<Action> {

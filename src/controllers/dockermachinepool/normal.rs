@@ -16,10 +16,10 @@ use crate::api::v1beta2::DockerMachinePool;
 use crate::api::{CLUSTER_NAME_LABEL, MACHINE_POOL_NAME_LABEL};
 use crate::controllers::apply::{POOL_FIELD_MANAGER, apply_object, apply_object_as};
 use crate::controllers::context::{Context, EventKind};
-use crate::controllers::dockermachine::container::{Environment, extra_mounts, image_for};
 use crate::controllers::error::Result;
 use crate::controllers::loadbalancer::ip_family;
 use crate::controllers::meta::owner_machine;
+use crate::controllers::nodes::{Environment, extra_mounts, image_for};
 use crate::docker::kind::Mapping;
 use crate::docker::node::{
     MACHINE_POOL_LABEL, NodeRole, NodeSpec, cluster_selector, create_node, machine_container_name,

@@ -219,9 +219,15 @@ fn endpoint_paths_are_capds() {
             "/validate-infrastructure-cluster-x-k8s-io-v1beta2-devclustertemplate",
             "/validate-infrastructure-cluster-x-k8s-io-v1beta2-devmachine",
             "/validate-infrastructure-cluster-x-k8s-io-v1beta2-devmachinetemplate",
+            "/validate-infrastructure-cluster-x-k8s-io-v1beta2-devmachinepool",
+            "/validate-infrastructure-cluster-x-k8s-io-v1beta2-devmachinepooltemplate",
         ]
     );
     assert_eq!(Kind::DevMachineTemplate.plural(), "devmachinetemplates");
+    assert_eq!(
+        Kind::DevMachinePoolTemplate.plural(),
+        "devmachinepooltemplates"
+    );
     assert_eq!(
         Kind::DockerMachineTemplate.plural(),
         "dockermachinetemplates"

@@ -9,10 +9,10 @@ mod pool;
 use std::collections::BTreeMap;
 
 use crate::api::v1beta2::{
-    DevCluster, DevClusterTemplate, DevMachine, DevMachineTemplate, DockerCluster,
-    DockerClusterSpec, DockerClusterTemplate, DockerMachine, DockerMachinePool,
-    DockerMachinePoolMachineTemplate, DockerMachinePoolTemplate, DockerMachineSpec,
-    DockerMachineTemplate, FailureDomain, Mount,
+    DevCluster, DevClusterTemplate, DevMachine, DevMachinePool, DevMachinePoolTemplate,
+    DevMachineTemplate, DockerCluster, DockerClusterSpec, DockerClusterTemplate, DockerMachine,
+    DockerMachinePool, DockerMachinePoolMachineTemplate, DockerMachinePoolTemplate,
+    DockerMachineSpec, DockerMachineTemplate, FailureDomain, Mount,
 };
 use crate::webhooks::field::FieldError;
 
@@ -45,6 +45,8 @@ fixtures! {
     DevClusterTemplate => "dct1",
     DevMachine => "dm1",
     DevMachineTemplate => "dmt1",
+    DevMachinePool => "dp1",
+    DevMachinePoolTemplate => "dpt1",
 }
 
 /// Edits of the cluster spec, shared by DockerCluster and the template's `spec.template.spec`.
@@ -232,6 +234,7 @@ template_meta_fixtures!(
     DockerMachinePoolTemplate,
     DevClusterTemplate,
     DevMachineTemplate,
+    DevMachinePoolTemplate,
 );
 
 /// The update rules both machine template kinds share, from `stored` (image

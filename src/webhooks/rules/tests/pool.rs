@@ -1,5 +1,9 @@
 use super::*;
-use crate::webhooks::rules::{validate_docker_machine_pool, validate_docker_machine_pool_template};
+use crate::api::v1beta2::DockerMachinePoolBackendSpec;
+use crate::webhooks::rules::{
+    validate_dev_machine_pool, validate_dev_machine_pool_template, validate_docker_machine_pool,
+    validate_docker_machine_pool_template,
+};
 
 const BAD_IMAGE: &str = "must be an image reference ([registry[:port]/]repository[:tag][@digest], \
                          e.g. \"kindest/node:v1.31.0\"): the repository name must be lowercase \
@@ -113,5 +117,104 @@ fn docker_machine_pool_template_update() {
          is immutable. Please create a new resource instead. Changed: template.customImage, \
          template.preLoadImages",
         "spec.template.spec.template.customImage",
+    );
+}
+
+impl<'a> From<&'a mut DockerMachinePoolBackendSpec> for SettingsMut<'a> {
+    fn from(docker: &'a mut DockerMachinePoolBackendSpec) -> Self {
+        Self {
+            custom_image: &mut docker.custom_image,
+            pre_load_images: &mut docker.pre_load_images,
+            extra_mounts: &mut docker.extra_mounts,
+        }
+    }
+}
+
+impl ContainerFixture for DevMachinePool {
+    fn settings(&mut self) -> SettingsMut<'_> {
+        self.spec
+            .backend
+            .docker
+            .get_or_insert_with(Default::default)
+            .into()
+    }
+}
+
+impl ContainerFixture for DevMachinePoolTemplate {
+    fn settings(&mut self) -> SettingsMut<'_> {
+        self.spec
+            .template
+            .spec
+            .backend
+            .docker
+            .get_or_insert_with(Default::default)
+            .into()
+    }
+}
+
+#[test]
+fn dev_machine_pool_gets_the_docker_pool_rules_at_the_dev_path() {
+    check(
+        "no backend: nothing to check (CAPD 1.14 accepts it; the controller reports it)",
+        validate_dev_machine_pool(&DevMachinePool::test(), None),
+        &[],
+    );
+    check(
+        "the quick start's `backend: {docker: {}}`",
+        validate_dev_machine_pool(&DevMachinePool::test().custom_image(""), None),
+        &[],
+    );
+    check(
+        "every container setting is checked, under spec.backend.docker",
+        validate_dev_machine_pool(
+            &DevMachinePool::test()
+                .custom_image("kindest/Node:v1.31.0")
+                .mounts(&[("/a", "relative")]),
+            None,
+        ),
+        &[
+            &format!(
+                "spec.backend.docker.customImage: Invalid value: \"kindest/Node:v1.31.0\": \
+                 {BAD_IMAGE}"
+            ),
+            "spec.backend.docker.extraMounts[0].hostPath: Invalid value: \"relative\": must be \
+             an absolute path",
+        ],
+    );
+    let stored = DevMachinePool::test().custom_image("kindest/node:v1.31.0");
+    check(
+        "the image may change: that is how a pool rolls out",
+        validate_dev_machine_pool(
+            &stored.clone().custom_image("kindest/node:v1.32.0"),
+            Some(&stored),
+        ),
+        &[],
+    );
+    let broken = DevMachinePool::test().mounts(&[("relative", "/x")]);
+    check(
+        "a problem stored before does not block other edits",
+        validate_dev_machine_pool(&broken.clone().pre_load(&["nginx"]), Some(&broken)),
+        &[],
+    );
+}
+
+#[test]
+fn dev_machine_pool_template_create_and_update() {
+    check(
+        "CAPD 1.14's quick-start template (`backend: {docker: {}}`)",
+        validate_dev_machine_pool_template(
+            &DevMachinePoolTemplate::test().custom_image(""),
+            None,
+            &Context::default(),
+        ),
+        &[],
+    );
+    template_update_rules(
+        &DevMachinePoolTemplate::test().custom_image("kindest/node:v1.31.0"),
+        validate_dev_machine_pool_template,
+        "spec.template.spec: Invalid value: DevMachinePoolTemplate spec.template.spec field is \
+         immutable. Please create a new resource instead. Changed: backend.docker.customImage, \
+         backend.docker.preLoadImages",
+        "spec.template.spec.backend.docker.customImage",
     );
 }
