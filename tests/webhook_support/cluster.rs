@@ -38,6 +38,17 @@ impl Drop for Cluster {
 }
 
 pub async fn cluster() -> Cluster {
+    cluster_with(false).await
+}
+
+/// The test API server with our CRDs in CAPD 1.10 to 1.12's shape: the retired versions v1alpha3
+/// and v1alpha4 listed too (unserved, with an open schema), as CAPD's CRDs list them while our
+/// manager serves their conversion webhook (a drop-in behind CAPD 1.12's components).
+pub async fn cluster_with_retired_versions() -> Cluster {
+    cluster_with(true).await
+}
+
+async fn cluster_with(retired: bool) -> Cluster {
     let ca = Ca::new("capd-webhook-e2e");
     let certs = tempfile::tempdir().unwrap();
     // cert-manager's Certificate covers <service>.<namespace>.svc; the CRDs in bases/ name the
@@ -94,6 +105,16 @@ pub async fn cluster() -> Cluster {
         );
         // What cert-manager's CA injector does for `cert-manager.io/inject-ca-from`.
         client_config["caBundle"] = json!(ca_bundle);
+        if retired {
+            let kind = ours.spec.names.kind.as_str();
+            for name in capd::api::crd::retired_versions(kind) {
+                crd["spec"]["versions"].as_array_mut().unwrap().push(json!({
+                    "name": name, "served": false, "storage": false, "deprecated": true,
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                }));
+            }
+        }
         let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
