@@ -518,7 +518,9 @@ fn substituted_components_give_the_manager_the_expected_settings() {
     for arg in [
         "--diagnostics-address=:8443",
         "--insecure-diagnostics=false",
-        "--feature-gates=MachinePool=true,ClusterTopology=false",
+        // CAPD 1.14's gates and variables.
+        "--feature-gates=MachinePool=true,ClusterTopology=false,PriorityQueue=true,\
+         ReconcilerRateLimiting=true",
     ] {
         assert!(args.iter().any(|a| a == arg), "{arg} missing from {args:?}");
     }
@@ -528,13 +530,17 @@ fn substituted_components_give_the_manager_the_expected_settings() {
         ("CAPD_DOCKER_NETWORK", "capd"),
         ("CAPD_PUBLISH_ADDRESS", "0.0.0.0"),
         ("CLUSTER_TOPOLOGY", "true"),
+        ("EXP_PRIORITY_QUEUE", "false"),
+        ("EXP_RECONCILER_RATE_LIMITING", "false"),
     ]);
     let (env, args) = env_of(&substitute(&built().text, &values));
     assert_eq!(env["DOCKER_HOST"], "tcp://127.0.0.1:2375");
     assert_eq!(env["CAPD_DOCKER_NETWORK"], "capd");
     assert_eq!(env["CAPD_PUBLISH_ADDRESS"], "0.0.0.0");
     assert!(
-        args.iter().any(|a| a.ends_with("ClusterTopology=true")),
+        args.iter().any(|a| a
+            == "--feature-gates=MachinePool=true,ClusterTopology=true,PriorityQueue=false,\
+                ReconcilerRateLimiting=false"),
         "{args:?}"
     );
 }

@@ -151,6 +151,37 @@ pub fn retired_versions(kind: &str) -> &'static [&'static str] {
         .map_or(&[][..], |(_, names)| names)
 }
 
+/// The successor of a Docker* kind (`DevMachine` for `DockerMachine`), `None` for a Dev kind.
+pub fn successor(kind: &str) -> Option<String> {
+    kind.strip_prefix("Docker").map(|rest| format!("Dev{rest}"))
+}
+
+/// Marks the v1beta2 version of a Docker* kind deprecated, as CAPD 1.13 and later do (v1beta1
+/// already is), with CAPD's sentence in its schema description. No `deprecationWarning`: the API
+/// server then warns with its default text, as it does for CAPD's CRDs.
+fn deprecate_docker_kind(crd: &mut CustomResourceDefinition) {
+    let kind = crd.spec.names.kind.clone();
+    let Some(dev) = successor(&kind) else {
+        return;
+    };
+    for version in &mut crd.spec.versions {
+        if version.name != v1beta2::VERSION {
+            continue;
+        }
+        version.deprecated = Some(true);
+        if let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            let text = root.description.take().unwrap_or_default();
+            root.description = Some(format!(
+                "{text}\n\nDeprecated: {kind} is deprecated. Use {dev} instead."
+            ));
+        }
+    }
+}
+
 fn merge(versions: Vec<VersionSpec>) -> Result<CustomResourceDefinition, CrdError> {
     let crds = versions
         .into_iter()
@@ -162,6 +193,7 @@ fn merge(versions: Vec<VersionSpec>) -> Result<CustomResourceDefinition, CrdErro
         .unwrap_or_default();
     let mut crd = kube::core::crd::merge_crds(crds, v1beta2::VERSION)
         .map_err(|source| CrdError::Merge { kind, source })?;
+    deprecate_docker_kind(&mut crd);
     crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
     crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
     crd.metadata.labels = Some(BTreeMap::from([

@@ -140,9 +140,6 @@ pub struct DockerMachineSpec {
     /// Extra mounts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_mounts: Vec<Mount>,
-    /// True once bootstrapped.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub bootstrapped: bool,
 }
 
 /// DockerMachine status (both versions): v1beta1's without `v1beta2`.

@@ -261,7 +261,7 @@ pub fn start(
             &ctx,
             dev_clusters,
             &clusters,
-            concurrency.docker_cluster,
+            concurrency.dev_cluster,
             &stop,
         ));
         tasks.push(machine_controller(
@@ -273,23 +273,25 @@ pub fn start(
                 infra_clusters: dev_clusters,
             },
             dev_triggers,
-            concurrency.docker_machine,
+            concurrency.dev_machine,
             &stop,
         ));
     }
 
     // The templates' capacity: DockerMachineTemplates, DevMachineTemplates when the Dev* kinds are
-    // served, and DockerMachinePoolTemplates when machine pools are on (all under
-    // `--dockermachinetemplate-concurrency`).
+    // served (`--devmachinetemplate-concurrency`), and DockerMachinePoolTemplates when machine
+    // pools are on (under `--dockermachinetemplate-concurrency`, as the Docker kinds' template).
     tasks.push(template_task::<DockerMachineTemplate>(
         &ctx,
         watch_config(),
+        concurrency.docker_machine_template,
         &stop,
     ));
     if config.dev_kinds {
         tasks.push(template_task::<DevMachineTemplate>(
             &ctx,
             watch_config(),
+            concurrency.dev_machine_template,
             &stop,
         ));
     }
@@ -297,6 +299,7 @@ pub fn start(
         tasks.push(template_task::<DockerMachinePoolTemplate>(
             &ctx,
             watch_config(),
+            concurrency.docker_machine_template,
             &stop,
         ));
     }
@@ -605,11 +608,11 @@ where
 fn template_task<K: CapacityTemplate>(
     ctx: &Arc<Context>,
     config: watcher::Config,
+    concurrency: u16,
     stop: &CancellationToken,
 ) -> ControllerTask {
     let name = K::CONTROLLER;
     let manager = &ctx.manager;
-    let concurrency = manager.config.concurrency.docker_machine_template;
     let api = api::<K>(&manager.client, manager.config.namespace.as_deref());
     manager.metrics.register_controller(name, concurrency);
     manager.readiness.require(name);

@@ -145,6 +145,22 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..))]
     pub dockermachinepool_concurrency: u16,
 
+    /// Number of DevMachines to process simultaneously.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..))]
+    pub devmachine_concurrency: u16,
+
+    /// Number of DevClusters to process simultaneously.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..))]
+    pub devcluster_concurrency: u16,
+
+    /// Number of DevMachineTemplates to process simultaneously.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..))]
+    pub devmachinetemplate_concurrency: u16,
+
+    /// Number of DevMachinePools to process simultaneously.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..))]
+    pub devmachinepool_concurrency: u16,
+
     /// Maximum queries per second from the controller client to the Kubernetes API server.
     #[arg(long, value_name = "QPS", default_value = "100", value_parser = parse_rate)]
     pub kube_api_qps: f32,

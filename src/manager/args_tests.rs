@@ -45,6 +45,11 @@ fn defaults_are_capds() {
     assert_eq!(args.dockercluster_concurrency, 50);
     assert_eq!(args.dockermachinetemplate_concurrency, 50);
     assert_eq!(args.dockermachinepool_concurrency, 50);
+    // CAPD 1.14's per-kind flags of the Dev kinds.
+    assert_eq!(args.devmachine_concurrency, 50);
+    assert_eq!(args.devcluster_concurrency, 50);
+    assert_eq!(args.devmachinetemplate_concurrency, 50);
+    assert_eq!(args.devmachinepool_concurrency, 100);
     assert_eq!(args.kube_api_qps, 100.0);
     assert_eq!(args.kube_api_burst, 200);
     assert_eq!(args.clustercache_client_qps, 20.0);
@@ -101,6 +106,10 @@ fn every_flag_is_read() {
         "--dockercluster-concurrency=8",
         "--dockermachinetemplate-concurrency=9",
         "--dockermachinepool-concurrency=11",
+        "--devmachine-concurrency=13",
+        "--devcluster-concurrency=14",
+        "--devmachinetemplate-concurrency=15",
+        "--devmachinepool-concurrency=16",
         "--kube-api-qps=12.5",
         "--kube-api-burst=25",
         "--clustercache-client-qps=3",
@@ -130,6 +139,10 @@ fn every_flag_is_read() {
     assert_eq!(args.dockercluster_concurrency, 8);
     assert_eq!(args.dockermachinetemplate_concurrency, 9);
     assert_eq!(args.dockermachinepool_concurrency, 11);
+    assert_eq!(args.devmachine_concurrency, 13);
+    assert_eq!(args.devcluster_concurrency, 14);
+    assert_eq!(args.devmachinetemplate_concurrency, 15);
+    assert_eq!(args.devmachinepool_concurrency, 16);
     assert_eq!(args.kube_api_qps, 12.5);
     assert_eq!(args.kube_api_burst, 25);
     assert_eq!(args.clustercache_client_qps, 3.0);

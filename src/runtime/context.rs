@@ -52,6 +52,14 @@ pub struct Concurrency {
     pub docker_machine_template: u16,
     /// `--dockermachinepool-concurrency`.
     pub docker_machine_pool: u16,
+    /// `--devmachine-concurrency`.
+    pub dev_machine: u16,
+    /// `--devcluster-concurrency`.
+    pub dev_cluster: u16,
+    /// `--devmachinetemplate-concurrency`.
+    pub dev_machine_template: u16,
+    /// `--devmachinepool-concurrency`.
+    pub dev_machine_pool: u16,
 }
 
 /// The flags the controllers act on.
@@ -152,6 +160,10 @@ mod tests {
                 docker_cluster: 50,
                 docker_machine_template: 50,
                 docker_machine_pool: 50,
+                dev_machine: 50,
+                dev_cluster: 50,
+                dev_machine_template: 50,
+                dev_machine_pool: 100,
             },
             workload_client_qps: 20.0,
             workload_client_burst: 30,

@@ -301,13 +301,16 @@ fn strings(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// kube-apiserver's default warning for a deprecated CRD version: it names the served,
-/// non-deprecated version of highest priority as the replacement.
+/// kube-apiserver's default warning for a deprecated CRD version (`defaultDeprecationWarning`
+/// in apiextensions-apiserver's `customresource_handler.go`): it names, as the replacement, the
+/// served non-deprecated version of highest priority among those of higher priority than the
+/// deprecated one; with none, the warning has no replacement.
 fn deprecation_message(group: &str, version: &str, kind: &str, all: &[Value]) -> String {
     let mut candidates: Vec<&str> = all
         .iter()
         .filter(|v| v["served"] == json!(true) && v["deprecated"] != json!(true))
         .filter_map(|v| v["name"].as_str())
+        .filter(|name| compare_versions(name, version) == Ordering::Less)
         .collect();
     candidates.sort_by(|a, b| compare_versions(a, b));
     match candidates.first() {
@@ -552,6 +555,41 @@ pub fn sync(store: &mut Store) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deprecation_warnings_name_only_a_newer_served_version() {
+        let version = |name: &str, served: bool, deprecated: bool| json!({"name": name, "served": served, "deprecated": deprecated});
+        let group = "infrastructure.cluster.x-k8s.io";
+        // CAPD 1.14's Docker kinds: every served version deprecated.
+        let docker = [
+            version("v1beta1", true, true),
+            version("v1beta2", true, true),
+        ];
+        assert_eq!(
+            deprecation_message(group, "v1beta2", "DockerMachine", &docker),
+            "infrastructure.cluster.x-k8s.io/v1beta2 DockerMachine is deprecated"
+        );
+        // The Dev kinds: v1beta1 deprecated, v1beta2 served.
+        let dev = [
+            version("v1beta1", true, true),
+            version("v1beta2", true, false),
+        ];
+        assert_eq!(
+            deprecation_message(group, "v1beta1", "DevMachine", &dev),
+            "infrastructure.cluster.x-k8s.io/v1beta1 DevMachine is deprecated; \
+             use infrastructure.cluster.x-k8s.io/v1beta2 DevMachine"
+        );
+        // An older served version is no replacement, nor is an unserved newer one.
+        let older = [
+            version("v1beta1", true, false),
+            version("v1beta2", true, true),
+            version("v1", false, false),
+        ];
+        assert_eq!(
+            deprecation_message(group, "v1beta2", "Thing", &older),
+            "infrastructure.cluster.x-k8s.io/v1beta2 Thing is deprecated"
+        );
+    }
 
     #[test]
     fn versions_sort_like_kube_discovery() {

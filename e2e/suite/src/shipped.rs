@@ -40,7 +40,7 @@ pub const SECURITY_OPTIONS: [&str; 4] = [
 pub const DEPLOYMENT_ARGS: [&str; 3] = [
     "--leader-elect",
     "--insecure-diagnostics=false",
-    "--feature-gates=MachinePool=true,ClusterTopology=false",
+    "--feature-gates=MachinePool=true,ClusterTopology=false,PriorityQueue=true,ReconcilerRateLimiting=true",
 ];
 
 /// Ports the manager listens on in the host's network (free ones, so lanes never collide).

@@ -254,7 +254,6 @@ fn machine_spec_up(spec: &legacy::DockerMachineSpec) -> v1beta2::DockerMachineSp
         custom_image: spec.custom_image.clone(),
         pre_load_images: spec.pre_load_images.clone(),
         extra_mounts: spec.extra_mounts.clone(),
-        bootstrapped: spec.bootstrapped,
         bootstrap_timeout: None,
     })
 }
@@ -266,7 +265,6 @@ fn machine_spec_down(spec: &v1beta2::DockerMachineSpec) -> legacy::DockerMachine
         custom_image: down.custom_image,
         pre_load_images: down.pre_load_images,
         extra_mounts: down.extra_mounts,
-        bootstrapped: down.bootstrapped,
     }
 }
 

@@ -25,7 +25,6 @@ pub(super) fn spec_up(spec: &v1beta1::DockerMachineSpec) -> v1beta2::DockerMachi
         custom_image: spec.custom_image.clone(),
         pre_load_images: spec.pre_load_images.clone(),
         extra_mounts: spec.extra_mounts.clone(),
-        bootstrapped: spec.bootstrapped,
         bootstrap_timeout: spec.bootstrap_timeout.clone(),
     }
 }
@@ -36,7 +35,6 @@ pub(super) fn spec_down(spec: &v1beta2::DockerMachineSpec) -> v1beta1::DockerMac
         custom_image: spec.custom_image.clone(),
         pre_load_images: spec.pre_load_images.clone(),
         extra_mounts: spec.extra_mounts.clone(),
-        bootstrapped: spec.bootstrapped,
         bootstrap_timeout: spec.bootstrap_timeout.clone(),
     }
 }

@@ -74,9 +74,6 @@ pub struct DockerMachineSpec {
     /// Host directories to bind-mount into the node container.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_mounts: Vec<Mount>,
-    /// Deprecated: records that the bootstrap commands already ran on this node.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub bootstrapped: bool,
     /// How long bootstrap may take, as a Go duration (for example `5m`). Past it, a bootstrap
     /// still running is reported (condition `BootstrapCompleted` reason `BootstrapTimedOut` and a
     /// Warning Event) but not stopped; it is accepted if it completes later.

@@ -38,19 +38,34 @@ use crate::api::is_default;
         description = "Cluster this object belongs to"
     ),
     printcolumn(
-        name = "Machine",
-        type_ = "string",
-        json_path = ".metadata.ownerReferences[?(@.kind==\"Machine\")].name",
-        description = "Machine that owns this DevMachine"
-    ),
-    printcolumn(
-        name = "ProviderID",
+        name = "Provider ID",
         type_ = "string",
         json_path = ".spec.providerID",
-        description = "Provider ID of the node"
+        description = "Provider ID of the node",
+        priority = 10
     ),
     printcolumn(
-        name = "Ready",
+        name = "Failure domain",
+        type_ = "string",
+        json_path = ".status.failureDomain",
+        description = "Failure domain the node runs in"
+    ),
+    printcolumn(
+        name = "IP",
+        type_ = "string",
+        json_path = ".status.addresses[?(@.type==\"InternalIP\")].address",
+        description = "Internal IP address of the node",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Paused\")].status",
+        description = "Whether reconciliation is paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Provisioned",
         type_ = "string",
         json_path = ".status.initialization.provisioned",
         description = "Whether the machine's infrastructure is provisioned"
@@ -105,10 +120,6 @@ pub struct DockerMachineBackendSpec {
     /// Host directories to bind-mount into the node container.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_mounts: Vec<Mount>,
-    /// Deprecated: kept for compatibility. Records that the bootstrap commands already ran on
-    /// this node.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub bootstrapped: bool,
     /// How long bootstrap may take, as a Go duration (for example `5m`). Past it, a bootstrap
     /// still running is reported (condition `BootstrapCompleted` reason `BootstrapTimedOut` and a
     /// Warning Event) but not stopped; it is accepted if it completes later. Defaults to five
@@ -224,7 +235,6 @@ impl DevMachineSpec {
                 custom_image: docker.custom_image.clone(),
                 pre_load_images: docker.pre_load_images.clone(),
                 extra_mounts: docker.extra_mounts.clone(),
-                bootstrapped: docker.bootstrapped,
                 bootstrap_timeout: docker.bootstrap_timeout.clone(),
             })
     }

@@ -515,9 +515,11 @@ pub fn bootstrap_step(
         kept.observed_generation = generation;
         return step(kept, TaskAction::None);
     }
-    // A Machine that has a Node, or a machine CAPD 1.13 and earlier bootstrapped
-    // (`spec.bootstrapped`, kept by `clusterctl move`), is bootstrapped.
-    if machine.node_name().is_some() || docker_machine.spec.bootstrapped {
+    // A Machine that has a Node is bootstrapped. CAPD 1.14 removed `spec.bootstrapped`; a node
+    // bootstrapped earlier (by CAPD or by us) whose Machine has no Node yet is recognised by the
+    // runner before it starts anything: the sentinel or CABPK's success file in the node makes
+    // the task succeed without a second `kubeadm init|join`.
+    if machine.node_name().is_some() {
         return step(completed(), TaskAction::None);
     }
     let [container, cgroups, images] = prerequisites;

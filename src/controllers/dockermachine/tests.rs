@@ -439,13 +439,27 @@ fn a_machine_that_has_a_node_is_bootstrapped() {
     assert_eq!(step.task, TaskAction::None);
 }
 
+/// A DockerMachine CAPD 1.13 or earlier bootstrapped still carries `spec.bootstrapped: true`
+/// (stored, or brought by `clusterctl move`): it decodes, and with its Node it is bootstrapped
+/// without a task. Without a Node the runner is started, which finds the node's sentinel or
+/// CABPK's success file and starts nothing (`bootstrap_tests`:
+/// `a_node_bootstrapped_by_another_provider_is_not_bootstrapped_again`,
+/// `a_node_with_cabpk_success_file_is_never_bootstrapped_again`).
 #[test]
-fn a_machine_bootstrapped_by_an_older_provider_is_not_bootstrapped_again() {
-    let mut dm = DockerMachine::test("m1");
-    dm.spec.bootstrapped = true;
-    let step = bootstrap_step(&dm, &Machine::test("m1"), [true, true, true], None);
+fn a_machine_bootstrapped_by_capd_1_13_is_recognised_by_its_node() {
+    let dm: DockerMachine = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "DockerMachine",
+        "metadata": {"name": "m1", "namespace": "ns"},
+        "spec": {"providerID": "docker:////c1-m1", "bootstrapped": true},
+    }))
+    .expect("CAPD 1.13's DockerMachine decodes");
+    let joined = Machine::test("m1").with_node("c1-m1");
+    let step = bootstrap_step(&dm, &joined, [true, true, true], None);
     assert!(step.condition.is_true());
     assert_eq!(step.task, TaskAction::None);
+    let step = bootstrap_step(&dm, &Machine::test("m1"), [true, true, true], None);
+    assert_eq!(step.task, TaskAction::Start, "the runner looks at the node");
 }
 
 #[test]

@@ -87,7 +87,6 @@ fn dev_machine_spec() -> impl Strategy<Value = v1beta2::DevMachineSpec> {
                     custom_image: docker.custom_image,
                     pre_load_images: docker.pre_load_images,
                     extra_mounts: docker.extra_mounts,
-                    bootstrapped: docker.bootstrapped,
                     bootstrap_timeout: docker.bootstrap_timeout,
                 }),
                 in_memory: has_in_memory.then_some(in_memory),

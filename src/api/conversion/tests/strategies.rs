@@ -228,24 +228,15 @@ pub(super) fn machine_spec() -> impl Strategy<Value = v1beta2::DockerMachineSpec
         "[a-z:./0-9]{0,10}",
         prop::collection::vec(word(), 0..3),
         prop::collection::vec(mount, 0..2),
-        any::<bool>(),
         prop::option::of(prop_oneof![Just("5m".to_string()), Just("90s".to_string())]),
     )
         .prop_map(
-            |(
-                provider_id,
-                custom_image,
-                pre_load_images,
-                extra_mounts,
-                bootstrapped,
-                bootstrap_timeout,
-            )| {
+            |(provider_id, custom_image, pre_load_images, extra_mounts, bootstrap_timeout)| {
                 v1beta2::DockerMachineSpec {
                     provider_id,
                     custom_image,
                     pre_load_images,
                     extra_mounts,
-                    bootstrapped,
                     bootstrap_timeout,
                 }
             },
