@@ -3,23 +3,24 @@
 //! after failures (each retry is an attempt), and, in the ignore-operation-annotation mode only, a
 //! drift check every `--sync-period`. The heartbeat Lease runs next to it.
 
-use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{self, reflector};
 use kube::runtime::watcher;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::EXTENSION_NAME;
 use super::cluster::shoot_not_failed;
+pub use super::context::{
+    BACKOFF_BASE, BACKOFF_MAX, FIELD_MANAGER, InfrastructureContext, backoff_delay,
+};
 use super::error::Error;
 use super::flows::{Reason, reconcile_infrastructure};
 use super::heartbeat;
@@ -28,16 +29,13 @@ use super::session::Session;
 use super::trigger::{Mode, Triggers};
 use crate::docker::ContainerRuntime;
 use crate::runtime::context::lease_namespace;
-use crate::runtime::{Context, ControllerTask, Metrics, Readiness, error_chain};
+use crate::runtime::{Context, ControllerTask, Readiness, error_chain};
 
 /// Name of the controller in metrics, readiness checks and logs.
 pub const CONTROLLER_NAME: &str = "gardener-infrastructure";
 
 /// Name of the heartbeat task in logs.
 pub const HEARTBEAT_TASK: &str = "gardener-heartbeat";
-
-/// Field manager of the status we apply.
-pub const FIELD_MANAGER: &str = "capd-rs-gardener-infrastructure";
 
 /// How long one attempt may run before it is abandoned and retried, as Gardener's
 /// infrastructure controller sets controller-runtime's `ReconciliationTimeout`.
@@ -49,120 +47,6 @@ pub const CONCURRENCY: u16 = 10;
 /// How soon an error with a non-retryable code is tried again (Gardener asks again when the
 /// spec changes).
 pub const CONFIGURATION_RETRY: Duration = Duration::from_secs(300);
-
-/// First retry delay after a failure; doubles per consecutive failure.
-pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
-
-/// Longest retry delay after failures.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
-
-/// What every reconcile of this controller needs.
-pub struct InfrastructureContext {
-    /// Client of the seed cluster.
-    pub client: Client,
-    /// The Docker engine.
-    pub runtime: Arc<dyn ContainerRuntime>,
-    /// Publishes Events about `Infrastructure` objects.
-    pub recorder: Recorder,
-    /// Reconcile metrics.
-    pub metrics: Metrics,
-    /// In the ignore-operation-annotation mode, every object is checked for drift this often.
-    pub sync_period: Duration,
-    mode: Mode,
-    failures: Mutex<HashMap<String, u32>>,
-    asked: Mutex<HashSet<String>>,
-}
-
-impl InfrastructureContext {
-    /// Builds the context, respecting Gardener's operation annotation.
-    pub fn new(
-        client: Client,
-        runtime: Arc<dyn ContainerRuntime>,
-        recorder: Recorder,
-        metrics: Metrics,
-        sync_period: Duration,
-    ) -> Self {
-        Self {
-            client,
-            runtime,
-            recorder,
-            metrics,
-            sync_period,
-            mode: Mode::default(),
-            failures: Mutex::new(HashMap::new()),
-            asked: Mutex::new(HashSet::new()),
-        }
-    }
-
-    /// This context in `mode`.
-    #[must_use]
-    pub fn with_mode(self, mode: Mode) -> Self {
-        Self { mode, ..self }
-    }
-
-    /// When Gardener's operation annotation is needed.
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-
-    fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
-        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn asked(&self) -> MutexGuard<'_, HashSet<String>> {
-        self.asked.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Records a failure of `key` and returns the delay before the next attempt.
-    fn failed(&self, key: &str) -> Duration {
-        let mut failures = self.failures();
-        let count = failures.entry(key.to_string()).or_default();
-        *count = count.saturating_add(1);
-        backoff_delay(*count)
-    }
-
-    fn succeeded(&self, key: &str) {
-        self.failures().remove(key);
-    }
-
-    /// The next reconcile of `key` is an attempt: an admitted event or a retry asked for it.
-    fn ask(&self, key: &str) {
-        self.asked().insert(key.to_string());
-    }
-
-    /// Why this reconcile of `key` runs: an attempt when one was asked for, else the periodic
-    /// drift check.
-    fn take_reason(&self, key: &str) -> Reason {
-        if self.asked().remove(key) {
-            Reason::Asked
-        } else {
-            Reason::Resync
-        }
-    }
-
-    /// `key` is gone: nothing about it is kept.
-    fn forget(&self, key: &str) {
-        self.asked().remove(key);
-        self.failures().remove(key);
-    }
-
-    /// What follows a successful attempt: nothing until Gardener asks again, or a drift check
-    /// after the sync period in the ignore-operation-annotation mode.
-    pub(super) fn settled(&self) -> Action {
-        match self.mode {
-            Mode::RespectOperationAnnotation => Action::await_change(),
-            Mode::IgnoreOperationAnnotation => Action::requeue(self.sync_period),
-        }
-    }
-}
-
-/// The delay after `failures` consecutive failures: 0.5 s, 1 s, 2 s, ... up to [`BACKOFF_MAX`].
-pub fn backoff_delay(failures: u32) -> Duration {
-    let exponent = failures.saturating_sub(1).min(20);
-    BACKOFF_BASE
-        .saturating_mul(1u32 << exponent)
-        .min(BACKOFF_MAX)
-}
 
 /// The manager's tasks for this extension: the controller, watching `Infrastructure` objects in
 /// `--namespace` (all when unset) with the `--watch-filter` label selector and acting on

@@ -11,6 +11,7 @@ use kube::runtime::events::EventType;
 
 use super::cluster::{Shoot, shoot_of};
 use super::config::{ShootNetwork, default_network_name, validate, validate_with};
+pub use super::context::Reason;
 use super::error::Error;
 use super::infrastructure::Infrastructure;
 use super::network::{self, Ensured, NetworkAction, Removal, remove_if_owned};
@@ -21,17 +22,6 @@ use super::step::{Step, gate, has_finalizer, next_step, operation_annotation};
 use super::{OPERATION_MIGRATE, OPERATION_RECONCILE};
 use crate::docker::NetworkInfo;
 use crate::runtime::error_chain;
-
-/// Why a reconcile runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
-    /// An event Gardener's predicate admitted, or the retry of a failed attempt: an attempt,
-    /// which shows `Processing` and then its result.
-    Asked,
-    /// The periodic check of the ignore-operation-annotation mode: it repairs drift and writes
-    /// only what changed.
-    Resync,
-}
 
 /// Runs one reconcile of the object in `session`, as Gardener's reconciler does: nothing for
 /// another type or class or while gardenlet waits to restore the state; the `reconcile`

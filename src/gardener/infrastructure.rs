@@ -8,9 +8,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::CustomResource;
+use kube::{CustomResource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::OPERATION_ANNOTATION;
 
 /// `spec` of an `Infrastructure`: what Gardener asks the provider to set up.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -148,4 +150,12 @@ impl Infrastructure {
     pub fn status_or_default(&self) -> InfrastructureObjectStatus {
         self.status.clone().unwrap_or_default()
     }
+}
+
+/// The value of the `gardener.cloud/operation` annotation.
+pub fn operation_annotation(infra: &Infrastructure) -> Option<&str> {
+    infra
+        .annotations()
+        .get(OPERATION_ANNOTATION)
+        .map(String::as_str)
 }

@@ -28,6 +28,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod context;
 pub mod controller;
 pub mod error;
 #[cfg(test)]

@@ -10,7 +10,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::controller::{FIELD_MANAGER, InfrastructureContext};
+use super::context::{FIELD_MANAGER, InfrastructureContext};
 use super::error::Error;
 use super::infrastructure::{Infrastructure, InfrastructureObjectStatus};
 use super::network::Owner;

@@ -7,12 +7,11 @@
 use kube::{Resource, ResourceExt};
 
 use super::cluster::Shoot;
+pub use super::infrastructure::operation_annotation;
 use super::infrastructure::{Infrastructure, LastOperation};
 use super::operation::{OperationState, OperationType};
 use super::trigger::serves;
-use super::{
-    FINALIZER, OPERATION_ANNOTATION, OPERATION_MIGRATE, OPERATION_RESTORE, OPERATION_WAIT_FOR_STATE,
-};
+use super::{FINALIZER, OPERATION_MIGRATE, OPERATION_RESTORE, OPERATION_WAIT_FOR_STATE};
 
 /// The next step for one object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,14 +38,6 @@ pub enum Step {
 /// Whether the object carries our finalizer.
 pub fn has_finalizer(infra: &Infrastructure) -> bool {
     infra.finalizers().iter().any(|f| f == FINALIZER)
-}
-
-/// The value of the `gardener.cloud/operation` annotation.
-pub fn operation_annotation(infra: &Infrastructure) -> Option<&str> {
-    infra
-        .annotations()
-        .get(OPERATION_ANNOTATION)
-        .map(String::as_str)
 }
 
 /// Why the object is none of this controller's business at all, checked before anything is

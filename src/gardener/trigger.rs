@@ -24,9 +24,8 @@ use std::collections::{HashMap, HashSet};
 
 use kube::Resource;
 
-use super::infrastructure::Infrastructure;
+use super::infrastructure::{Infrastructure, operation_annotation};
 use super::operation::OperationState;
-use super::step::operation_annotation;
 use super::{
     EXTENSION_CLASS, EXTENSION_TYPE, OPERATION_MIGRATE, OPERATION_RECONCILE, OPERATION_RESTORE,
 };

@@ -1,7 +1,7 @@
 //! Writes through a view: status, spec and owned fields go to the real object, in its own kind
-//! and shape. They need the [`Context`] (its API clients), which sits above the kinds: this
-//! module is the part of the kinds that does (a child of `kinds.rs` for the view's private
-//! fields), and nothing of the kinds below it imports it.
+//! and shape. They need the [`Context`] (its API clients), which sits above the kinds: this is
+//! the one part of the kinds that imports it, a child of `kinds.rs` (for the view's private
+//! fields) that `kinds.rs` itself never calls.
 
 use std::fmt::Debug;
 

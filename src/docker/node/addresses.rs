@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
 
-use super::ops::NodeError;
+use super::error::NodeError;
 use crate::docker::types::{ContainerInfo, EndpointAddresses};
 
 /// IP family of a cluster, from its pod and service CIDRs.

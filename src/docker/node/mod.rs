@@ -7,6 +7,7 @@
 //! needed, proxy variables passed through, and for control planes `127.0.0.1:<random>` → 6443.
 
 mod addresses;
+mod error;
 mod ops;
 mod proxy;
 
@@ -18,8 +19,9 @@ pub use addresses::{
     AddressType, IpFamily, MachineAddress, endpoint_on_network, ip_family_from_cidrs,
     machine_addresses, primary_ip,
 };
+pub use error::NodeError;
 pub use ops::{
-    MULTI_USER_PATTERN, NodeError, addresses_on_network, create_node, delete_node, exec_checked,
+    MULTI_USER_PATTERN, addresses_on_network, create_node, delete_node, exec_checked,
     find_container, inspect_node, is_multi_user_line, is_running, node_addresses, preload_image,
     wait_for_log_line, wait_for_multi_user,
 };
