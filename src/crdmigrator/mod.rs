@@ -101,6 +101,25 @@ impl FromStr for Phase {
     }
 }
 
+/// One `--skip-crd-migration-phases` value: phases, comma-separated; empty for none (as pflag's
+/// string slices read `--skip-crd-migration-phases=`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PhaseList(pub Vec<Phase>);
+
+impl FromStr for PhaseList {
+    type Err = UnknownPhase;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        s.split(',')
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+}
+
 /// The phases that run: all but the skipped ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Phases(BTreeSet<Phase>);

@@ -182,9 +182,9 @@ pub struct Args {
 
     /// List of CRD migration phases to skip, comma-separated or repeated. Valid values are:
     /// StorageVersionMigration, CleanupManagedFields.
-    #[arg(long, value_name = "PHASE,...", value_delimiter = ',',
-          value_parser = str::parse::<crate::crdmigrator::Phase>)]
-    pub skip_crd_migration_phases: Vec<crate::crdmigrator::Phase>,
+    #[arg(long, value_name = "PHASE,...", action = ArgAction::Append,
+          value_parser = str::parse::<crate::crdmigrator::PhaseList>)]
+    pub skip_crd_migration_phases: Vec<crate::crdmigrator::PhaseList>,
 
     /// A set of key=value pairs that describe feature gates for alpha/experimental features.
     /// Options are: MachinePool=true|false (default true), ClusterTopology=true|false (default
@@ -272,6 +272,14 @@ pub struct Args {
 }
 
 impl Args {
+    /// The CRD migration phases `--skip-crd-migration-phases` names, every occurrence together.
+    pub fn skipped_crd_migration_phases(&self) -> Vec<crate::crdmigrator::Phase> {
+        self.skip_crd_migration_phases
+            .iter()
+            .flat_map(|list| list.0.iter().copied())
+            .collect()
+    }
+
     /// The controllers to run: `--controllers`, plus the Gardener controller when
     /// `--gardener-infrastructure` is set (in the mode `--gardener-ignore-operation-annotation`
     /// asks for).

@@ -117,6 +117,7 @@ pub enum RunError {
 pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Result<(), RunError> {
     // The same set `main` builds the wiring from.
     let controller_set = args.controller_set();
+    let skipped_crd_migration_phases = args.skipped_crd_migration_phases();
     let Args {
         namespace,
         watch_filter,
@@ -141,7 +142,8 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         kube_api_burst,
         clustercache_client_qps,
         clustercache_client_burst,
-        skip_crd_migration_phases,
+        // Read through `skipped_crd_migration_phases` above.
+        skip_crd_migration_phases: _,
         feature_gates,
         webhook_port,
         webhook_cert_dir,
@@ -308,7 +310,7 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     }
 
     let migrator = match controller_set.cluster_api {
-        true => crd_migrator(&client, &skip_crd_migration_phases, &metrics)
+        true => crd_migrator(&client, &skipped_crd_migration_phases, &metrics)
             .map_err(RunError::CrdMigrator)?,
         false => None,
     };
