@@ -248,12 +248,17 @@ async fn a_cluster_lives_and_dies_leaving_nothing_behind() {
             .annotations
             .clone()
             .unwrap_or_default()
-            .get("dockermachine.infrastructure.cluster.x-k8s.io/weight")
+            .get("devmachine.infrastructure.cluster.x-k8s.io/weight")
             .cloned()
     };
-    // Registered as CAPD 1.12 records it; the weight annotation is only for draining.
-    assert_eq!(annotation(&cp1), None);
-    assert_eq!(
+    // Registered as CAPD 1.14 records it: the weight annotation at 100, and
+    // `status.loadBalancerConfigured` no longer written.
+    let cp1 = eventually(Duration::from_secs(30), "cp1 annotated 100", || async {
+        let dm = env.get(&infra("DockerMachine"), "cp1").await?;
+        (annotation(&dm).as_deref() == Some("100")).then_some(dm)
+    })
+    .await;
+    assert_ne!(
         cp1.data["status"]["loadBalancerConfigured"],
         serde_json::json!(true)
     );

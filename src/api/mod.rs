@@ -62,8 +62,15 @@ pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 /// when present on a DockerCluster, the controller leaves it alone.
 pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
 
-/// Annotation carrying a DockerMachine's load balancer weight ("100" or "0").
-pub const WEIGHT_ANNOTATION: &str = "dockermachine.infrastructure.cluster.x-k8s.io/weight";
+/// Annotation recording a control-plane machine's load balancer weight, as CAPD 1.14 writes it on
+/// DevMachines and DockerMachines: `"100"` once the machine is a backend, `"0"` once it is
+/// drained because its Machine is being deleted; absent before registration.
+pub const WEIGHT_ANNOTATION: &str = "devmachine.infrastructure.cluster.x-k8s.io/weight";
+
+/// The weight annotation before CAPD 1.14: CAPD 1.12 wrote `"0"` on a drained machine, earlier
+/// builds of this provider also `"100"` on a registered one. Read for objects made then, never
+/// written.
+pub const LEGACY_WEIGHT_ANNOTATION: &str = "dockermachine.infrastructure.cluster.x-k8s.io/weight";
 
 /// Annotation in which a down-converted object keeps the hub data its version cannot hold.
 pub const CONVERSION_DATA_ANNOTATION: &str = "cluster.x-k8s.io/conversion-data";

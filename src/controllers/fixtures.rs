@@ -308,6 +308,8 @@ pub trait DockerMachineFixture: Sized {
     fn provisioned_as(self, container: &str) -> Self;
     /// With the load balancer weight annotation.
     fn weighted(self, weight: &str) -> Self;
+    /// With the weight annotation of CAPD 1.12 and earlier builds of this provider.
+    fn legacy_weighted(self, weight: &str) -> Self;
     /// With images to preload.
     fn preloading(self, images: &[&str]) -> Self;
     /// With a condition already recorded.
@@ -359,6 +361,16 @@ impl DockerMachineFixture for DockerMachine {
     /// With the load balancer weight annotation.
     fn weighted(mut self, weight: &str) -> Self {
         add_annotation(&mut self.metadata, crate::api::WEIGHT_ANNOTATION, weight);
+        self
+    }
+
+    /// With the weight annotation of CAPD 1.12 and earlier builds of this provider.
+    fn legacy_weighted(mut self, weight: &str) -> Self {
+        add_annotation(
+            &mut self.metadata,
+            crate::api::LEGACY_WEIGHT_ANNOTATION,
+            weight,
+        );
         self
     }
 

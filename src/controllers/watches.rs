@@ -14,7 +14,7 @@ use super::loadbalancer::machine_cluster;
 use super::meta::{cluster_label, owner, owner_cluster, refers_to};
 use crate::api::capi::{Cluster, Machine, MachinePool};
 use crate::api::v1beta2::{DockerCluster, DockerMachine, DockerMachinePool};
-use crate::api::{GROUP, PAUSED_ANNOTATION, WEIGHT_ANNOTATION};
+use crate::api::{GROUP, LEGACY_WEIGHT_ANNOTATION, PAUSED_ANNOTATION, WEIGHT_ANNOTATION};
 
 /// Remembers a fingerprint per object and says whether it changed: a predicate for shared
 /// watch streams (which carry every update).
@@ -86,6 +86,7 @@ pub fn infra_machine_fingerprint(object: &impl Serialize) -> serde_json::Value {
                 .and_then(Value::as_object_mut)
             {
                 annotations.remove(WEIGHT_ANNOTATION);
+                annotations.remove(LEGACY_WEIGHT_ANNOTATION);
                 if annotations.is_empty() {
                     metadata.remove("annotations");
                 }

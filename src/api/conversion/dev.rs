@@ -154,9 +154,7 @@ fn machine_spec_down(spec: &v1beta2::DevMachineSpec) -> v1beta1::DevMachineSpec 
 fn docker_machine_status(status: &v1beta1::DevMachineStatus) -> v1beta1::DockerMachineStatus {
     v1beta1::DockerMachineStatus {
         ready: status.ready,
-        load_balancer_configured: v1beta1::DevMachineBackendStatus::load_balancer_configured(
-            status.backend.as_ref(),
-        ),
+        load_balancer_configured: false,
         addresses: status.addresses.clone(),
         conditions: status.conditions.clone(),
         v1beta2: status.v1beta2.clone(),
@@ -175,11 +173,7 @@ pub fn dev_machine_to_hub(
         if let Some(restored) = &restored {
             machine::restore_status(&mut docker, &restored.into());
         }
-        v1beta2::DevMachineStatus {
-            // Kept as it is (present or not), which the DockerMachine view cannot tell.
-            backend: spoke.backend.clone(),
-            ..(&docker).into()
-        }
+        v1beta2::DevMachineStatus::from(&docker)
     });
     Ok(v1beta2::DevMachine {
         metadata,
@@ -198,7 +192,6 @@ pub fn dev_machine_from_hub(
         v1beta1::DevMachineStatus {
             ready: docker.ready,
             addresses: docker.addresses,
-            backend: hub.backend.clone(),
             conditions: docker.conditions,
             v1beta2: docker.v1beta2,
         }

@@ -15,9 +15,8 @@ use crate::api::conditions::V1Beta1Condition;
 use crate::api::is_default;
 
 pub use crate::api::v1beta2::{
-    DevMachineBackendSpec, DevMachineBackendStatus, DockerMachineBackendSpec,
-    DockerMachineBackendStatus, InMemoryClusterBackendSpec, InMemoryComponentSpec,
-    InMemoryMachineBackendSpec, InMemoryProvisioningSettings,
+    DevMachineBackendSpec, DockerMachineBackendSpec, InMemoryClusterBackendSpec,
+    InMemoryComponentSpec, InMemoryMachineBackendSpec, InMemoryProvisioningSettings,
 };
 
 /// Desired state of a DevCluster (v1beta1).
@@ -193,9 +192,6 @@ pub struct DevMachineStatus {
     /// Addresses of the node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<MachineAddress>,
-    /// What the backend reports.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<DevMachineBackendStatus>,
     /// Current observations in the legacy (v1beta1) form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<V1Beta1Condition>,

@@ -189,39 +189,9 @@ pub struct DevMachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub failure_domain: Option<String>,
-    /// What the backend reports.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<DevMachineBackendStatus>,
     /// Fields kept for v1beta1 clients; removed together with the v1beta1 API.
     #[serde(default, skip_serializing_if = "is_default")]
     pub deprecated: DeprecatedStatus,
-}
-
-/// What the backend of a DevMachine reports.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DevMachineBackendStatus {
-    /// The docker backend's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub docker: Option<DockerMachineBackendStatus>,
-}
-
-impl DevMachineBackendStatus {
-    /// `docker.loadBalancerConfigured` of a backend status, `false` when there is none.
-    pub fn load_balancer_configured(backend: Option<&Self>) -> bool {
-        backend
-            .and_then(|b| b.docker.as_ref())
-            .is_some_and(|d| d.load_balancer_configured)
-    }
-}
-
-/// What the docker backend of a DevMachine reports.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DockerMachineBackendStatus {
-    /// Deprecated: whether the load balancer configuration was updated for this node.
-    #[serde(default)]
-    pub load_balancer_configured: bool,
 }
 
 impl DevMachineSpec {
@@ -245,9 +215,8 @@ impl From<&DevMachineStatus> for DockerMachineStatus {
         DockerMachineStatus {
             conditions: status.conditions.clone(),
             initialization: status.initialization.clone(),
-            load_balancer_configured: DevMachineBackendStatus::load_balancer_configured(
-                status.backend.as_ref(),
-            ),
+            // CAPD 1.14 removed `status.backend`: the weight annotation says it now.
+            load_balancer_configured: false,
             addresses: status.addresses.clone(),
             failure_domain: status.failure_domain.clone(),
             deprecated: status.deprecated.clone(),
@@ -262,11 +231,6 @@ impl From<&DockerMachineStatus> for DevMachineStatus {
             initialization: status.initialization.clone(),
             addresses: status.addresses.clone(),
             failure_domain: status.failure_domain.clone(),
-            backend: Some(DevMachineBackendStatus {
-                docker: Some(DockerMachineBackendStatus {
-                    load_balancer_configured: status.load_balancer_configured,
-                }),
-            }),
             deprecated: status.deprecated.clone(),
         }
     }

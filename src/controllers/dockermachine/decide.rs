@@ -18,7 +18,7 @@ use crate::api::conditions::{
     find_condition,
 };
 use crate::api::v1beta2::{DockerCluster, DockerMachine};
-use crate::api::{DOCKER_MACHINE_FINALIZER, WEIGHT_ANNOTATION};
+use crate::api::{DOCKER_MACHINE_FINALIZER, LEGACY_WEIGHT_ANNOTATION, WEIGHT_ANNOTATION};
 use crate::controllers::conditions::condition;
 use crate::controllers::dockermachine::container::is_pool_machine;
 use crate::controllers::meta::{is_deleting, owner_machine};
@@ -254,17 +254,29 @@ pub fn not_provisioned(message: impl Into<String>, generation: Option<i64>) -> C
 /// A load balancer change a control plane machine asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadBalancerStep {
-    /// Add the machine (weight 100), then record `status.loadBalancerConfigured`.
+    /// Add the machine (weight 100), then annotate it `100`.
     Register,
     /// The Machine is being deleted: drain it (weight 0), then annotate it `0`.
     Drain,
 }
 
-/// The load balancer step of a control plane machine, with CAPD 1.12's bookkeeping, so that
-/// either provider reads what the other wrote: `status.loadBalancerConfigured` says the machine
-/// was registered (once), and the weight annotation is written only to drain, its presence
-/// meaning "drained" (CAPD 1.12 skips the drain when it finds the annotation). A `100` left by
-/// earlier capd-rs builds counts as registered, not drained.
+/// The machine's load balancer weight as recorded: CAPD 1.14's annotation
+/// ([`WEIGHT_ANNOTATION`]), else the one CAPD 1.12 and earlier builds of this provider wrote
+/// ([`LEGACY_WEIGHT_ANNOTATION`]).
+pub fn recorded_weight(docker_machine: &DockerMachine) -> Option<&str> {
+    let annotations = docker_machine.metadata.annotations.as_ref()?;
+    annotations
+        .get(WEIGHT_ANNOTATION)
+        .or_else(|| annotations.get(LEGACY_WEIGHT_ANNOTATION))
+        .map(String::as_str)
+}
+
+/// The load balancer step of a control plane machine, with CAPD 1.14's bookkeeping: the weight
+/// annotation is absent before registration, `100` once the machine is a backend, `0` once it is
+/// drained. A machine CAPD 1.12 registered says so with `status.loadBalancerConfigured` (a
+/// DockerMachine's; a DevMachine's `status.backend` is gone from the schema: such a machine is
+/// registered once more, which rewrites the same backends), and one it drained with the old
+/// annotation at `0`.
 pub fn load_balancer_step(
     docker_machine: &DockerMachine,
     machine: &Machine,
@@ -273,14 +285,9 @@ pub fn load_balancer_step(
     if !machine.is_control_plane() {
         return None;
     }
-    let weight = docker_machine
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(WEIGHT_ANNOTATION))
-        .map(String::as_str);
+    let weight = recorded_weight(docker_machine);
     if is_deleting(&machine.metadata) {
-        return matches!(weight, None | Some("100")).then_some(LoadBalancerStep::Drain);
+        return (weight != Some("0")).then_some(LoadBalancerStep::Drain);
     }
     let configured = docker_machine
         .status
@@ -289,11 +296,11 @@ pub fn load_balancer_step(
     (container_provisioned && !configured && weight.is_none()).then_some(LoadBalancerStep::Register)
 }
 
-/// The weight annotation value a load balancer step leaves (`None`: no annotation).
-pub fn weight_after(step: LoadBalancerStep) -> Option<&'static str> {
+/// The weight annotation value a load balancer step leaves.
+pub fn weight_after(step: LoadBalancerStep) -> &'static str {
     match step {
-        LoadBalancerStep::Register => None,
-        LoadBalancerStep::Drain => Some("0"),
+        LoadBalancerStep::Register => "100",
+        LoadBalancerStep::Drain => "0",
     }
 }
 

@@ -473,7 +473,6 @@ mod reconcile {
                 status.conditions
             );
         }
-        assert!(status.backend.is_none(), "no docker backend status");
 
         // A second pass over the provisioned machine writes nothing.
         let version = written.metadata.resource_version.clone();

@@ -270,25 +270,16 @@ async fn run_steps(
     // Set when the write says the machine's deletion began after this pass read it.
     let mut deletion_began = false;
     if let Some(step) = step {
-        match decide::weight_after(step) {
-            Some(value) => {
-                let applied = apply_owned_fields(
-                    ctx,
-                    work.original,
-                    &work.original.spec.provider_id,
-                    Some(value),
-                )
-                .await?;
-                weight = Some(value.to_string());
-                deletion_began = applied.deleting;
-            }
-            None => {
-                work.working
-                    .status
-                    .get_or_insert_with(Default::default)
-                    .load_balancer_configured = true;
-            }
-        }
+        let value = decide::weight_after(step);
+        let applied = apply_owned_fields(
+            ctx,
+            work.original,
+            &work.original.spec.provider_id,
+            Some(value),
+        )
+        .await?;
+        weight = Some(value.to_string());
+        deletion_began = applied.deleting;
         let value = if step == decide::LoadBalancerStep::Drain {
             DRAINED_WEIGHT
         } else {

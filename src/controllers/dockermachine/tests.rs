@@ -287,8 +287,13 @@ fn a_provisioned_control_plane_is_registered_once() {
     );
     assert_eq!(
         weight_after(LoadBalancerStep::Register),
+        "100",
+        "registering annotates the machine 100, as CAPD 1.14"
+    );
+    assert_eq!(
+        load_balancer_step(&dm.clone().weighted("100"), &cp, true),
         None,
-        "registering writes no weight annotation (CAPD 1.12 reads one as drained)"
+        "registered: CAPD 1.14's annotation at 100"
     );
     let mut configured = dm.clone();
     configured
@@ -301,9 +306,9 @@ fn a_provisioned_control_plane_is_registered_once() {
         "registered: status.loadBalancerConfigured, as CAPD 1.12 records it"
     );
     assert_eq!(
-        load_balancer_step(&dm.clone().weighted("100"), &cp, true),
+        load_balancer_step(&dm.clone().legacy_weighted("100"), &cp, true),
         None,
-        "registered by an earlier capd-rs build"
+        "registered by an earlier capd-rs build (the old annotation)"
     );
     assert_eq!(
         load_balancer_step(&dm, &Machine::test("m1"), true),
@@ -328,12 +333,32 @@ fn a_deleting_control_plane_is_drained_as_soon_as_its_machine_deletes() {
         load_balancer_step(&DockerMachine::test("m1").weighted("100"), &cp, true),
         Some(LoadBalancerStep::Drain)
     );
-    assert_eq!(weight_after(LoadBalancerStep::Drain), Some("0"));
+    assert_eq!(weight_after(LoadBalancerStep::Drain), "0");
     assert_eq!(
         load_balancer_step(&DockerMachine::test("m1").weighted("0"), &cp, true),
         None,
-        "drained already (by us or by CAPD)"
+        "drained already (by us or by CAPD 1.14)"
     );
+    assert_eq!(
+        load_balancer_step(&DockerMachine::test("m1").legacy_weighted("0"), &cp, true),
+        None,
+        "drained already by CAPD 1.12 or an earlier capd-rs build (the old annotation)"
+    );
+    assert_eq!(
+        load_balancer_step(&DockerMachine::test("m1").legacy_weighted("100"), &cp, true),
+        Some(LoadBalancerStep::Drain),
+        "registered under the old annotation: drained"
+    );
+    let mut both = DockerMachine::test("m1")
+        .legacy_weighted("0")
+        .weighted("100");
+    assert_eq!(
+        load_balancer_step(&both, &cp, true),
+        Some(LoadBalancerStep::Drain),
+        "CAPD 1.14's annotation wins over the old one"
+    );
+    both = both.weighted("0");
+    assert_eq!(load_balancer_step(&both, &cp, true), None);
 }
 
 // ---- slow steps ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ use kube::core::NamespaceResourceScope;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::{Applied, Backend, ClusterView, MachineView, Served};
+use super::{Applied, ClusterView, MachineView, Served};
 use crate::api::v1beta2::{
     DevCluster, DevMachine, DevMachineStatus, DockerCluster, DockerClusterStatus, DockerMachine,
     DockerMachineStatus,
@@ -73,8 +73,7 @@ impl ClusterView {
 }
 
 impl MachineView {
-    /// Applies `status` to the real object, in its kind's shape (a DevMachine keeps
-    /// `loadBalancerConfigured` under `status.backend.docker`); returns whether it was written
+    /// Applies `status` to the real object, in its kind's shape; returns whether it was written
     /// (false when the object is gone).
     ///
     /// # Errors
@@ -86,10 +85,7 @@ impl MachineView {
                 apply_status_unless_gone(&ctx.api::<DockerMachine>(&namespace), &name, status).await
             }
             Served::Dev => {
-                let mut dev_status = DevMachineStatus::from(status);
-                if self.backend != Backend::Docker {
-                    dev_status.backend = None;
-                }
+                let dev_status = DevMachineStatus::from(status);
                 apply_status_unless_gone(&ctx.api::<DevMachine>(&namespace), &name, &dev_status)
                     .await
             }

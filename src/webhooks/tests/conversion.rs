@@ -108,7 +108,6 @@ fn hub_objects() -> Vec<Value> {
     dev_machine["status"] = json!({
         "initialization": {"provisioned": false},
         "failureDomain": "fd1",
-        "backend": {"docker": {"loadBalancerConfigured": true}},
     });
     let dev_cluster_template = v1beta2(
         "DevClusterTemplate",

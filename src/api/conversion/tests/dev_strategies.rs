@@ -95,17 +95,9 @@ fn dev_machine_spec() -> impl Strategy<Value = v1beta2::DevMachineSpec> {
     )
 }
 
-/// A DevMachine status: a DockerMachine's, with `backend` absent, empty or set.
+/// A DevMachine status: a DockerMachine's but `loadBalancerConfigured`.
 fn dev_machine_status() -> impl Strategy<Value = v1beta2::DevMachineStatus> {
-    (machine_status(), 0..3u8).prop_map(|(docker, backend)| {
-        let mut status = v1beta2::DevMachineStatus::from(&docker);
-        match backend {
-            0 => status.backend = None,
-            1 => status.backend = Some(v1beta2::DevMachineBackendStatus { docker: None }),
-            _ => {}
-        }
-        status
-    })
+    machine_status().prop_map(|docker| v1beta2::DevMachineStatus::from(&docker))
 }
 
 pub(super) fn hub_dev_machine() -> impl Strategy<Value = v1beta2::DevMachine> {
