@@ -7,6 +7,8 @@
 //!   networks, node containers and the haproxy load balancer.
 //! - [`bootstrap`]: pure translation of cloud-init and Ignition bootstrap data into commands.
 //! - [`controllers`]: the DockerCluster, DockerMachine, DockerMachinePool and template controllers.
+//! - [`crdmigrator`]: rewrites our kinds' objects in the storage version and trims the CRDs'
+//!   `status.storedVersions`, at start-up and when a CRD changes (CAPD's CRD migrator).
 //! - [`inmemory`]: the fake workload clusters (object store and TLS API server) of the Dev*
 //!   kinds' `inMemory` backend.
 //! - [`gardener`]: Gardener's `Infrastructure` extension for type `docker` (behind a manager flag).
@@ -19,13 +21,14 @@
 //!   leader election.
 //!
 //! Layers, each importing only those below it: [`api`], [`bootstrap`], [`docker`] and [`serving`]
-//! at the bottom ([`inmemory`] on [`serving`]); then [`runtime`]; then [`controllers`], [`gardener`] and [`webhooks`]; then
+//! at the bottom ([`inmemory`] on [`serving`]); then [`runtime`]; then [`controllers`], [`crdmigrator`], [`gardener`] and [`webhooks`]; then
 //! [`manager`], which only the `manager` binary (`main`) imports. `tests/layering.rs` fails when
 //! anything below the manager imports it.
 
 pub mod api;
 pub mod bootstrap;
 pub mod controllers;
+pub mod crdmigrator;
 pub mod docker;
 #[cfg(test)]
 mod fuzz;

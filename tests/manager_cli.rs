@@ -39,6 +39,7 @@ const FLAGS: &[&str] = &[
     "--kube-api-burst",
     "--clustercache-client-qps",
     "--clustercache-client-burst",
+    "--skip-crd-migration-phases",
     "--feature-gates",
     "--webhook-port",
     "--webhook-cert-dir",

@@ -1,5 +1,6 @@
 //! The retired versions v1alpha3 and v1alpha4 through a Kubernetes API (issue 38), with our CRDs
-//! in the test API server converting through our webhook server:
+//! in CAPD 1.12's shape (listing those versions, which ours no longer do) in the test API server,
+//! converting through our webhook server: the case of our manager behind CAPD 1.12's CRDs.
 //!
 //! - kube-apiserver keeps a watch cache for every version a CRD lists, served or not, and fills
 //!   it by converting every stored object into that version through the webhook; a refused
@@ -21,20 +22,26 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testapiserver::cacher::WatchCacheStats;
-use webhook_support::cluster::{Cluster, GROUP, NS, cluster, dynamic, one_of_every_kind};
+use webhook_support::cluster::{
+    Cluster, GROUP, NS, cluster_with_retired_versions as cluster, dynamic, one_of_every_kind,
+};
 
-/// Every version every CRD of ours lists, as the test API server keys its watch caches (a CRD
-/// with one version, DevMachinePool's, needs no conversion: nothing to check there).
+/// Every version every CRD lists in CAPD 1.12's shape, as the test API server keys its watch
+/// caches (a CRD with one version, DevMachinePool's, needs no conversion: nothing to check there).
 fn listed_versions() -> Vec<String> {
     capd::api::crd::all()
         .unwrap()
         .iter()
         .filter(|crd| crd.spec.versions.len() > 1)
         .flat_map(|crd| {
+            let retired = capd::api::crd::retired_versions(&crd.spec.names.kind);
             crd.spec
                 .versions
                 .iter()
-                .map(|v| format!("{}.{}/{}", crd.spec.names.plural, crd.spec.group, v.name))
+                .map(|v| v.name.as_str())
+                .chain(retired.iter().copied())
+                .map(|v| format!("{}.{}/{v}", crd.spec.names.plural, crd.spec.group))
+                .collect::<Vec<_>>()
         })
         .collect()
 }
@@ -407,24 +414,30 @@ async fn objects_capd_stored_in_the_retired_versions_are_read_written_and_migrat
         true
     );
 
-    // Every object is in the storage version: the migrator trims storedVersions, and our CRDs
-    // would now be accepted without the retired versions.
-    for kind in [
+    // Our CRD migrator rewrites every object in the storage version and trims storedVersions;
+    // our CRDs, without the retired versions, are then accepted.
+    let names: Vec<String> = [
         "DockerCluster",
         "DockerClusterTemplate",
         "DockerMachine",
         "DockerMachineTemplate",
         "DockerMachinePool",
-    ] {
-        let name = format!("{}s.{GROUP}", kind.to_lowercase());
-        crds.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"storedVersions": ["v1beta2"]}})),
-        )
-        .await
-        .unwrap();
-        let mut without_retired = our_crd(&cluster, kind).await;
+    ]
+    .iter()
+    .map(|kind| format!("{}s.{GROUP}", kind.to_lowercase()))
+    .collect();
+    let migrator = capd::crdmigrator::Migrator::new(
+        cluster.client.clone(),
+        names.clone(),
+        capd::crdmigrator::Phases::without(&[]),
+        capd::runtime::Metrics::new(),
+    );
+    for (name, result) in migrator.migrate_all().await {
+        let outcome = result.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(outcome.stored_versions, ["v1beta2"], "{name}");
+    }
+    for name in &names {
+        let mut without_retired = crds.get(name).await.unwrap();
         without_retired.spec.versions.retain(|v| v.served);
         replace_crd(&cluster, without_retired).await;
     }

@@ -1,13 +1,15 @@
 //! The CustomResourceDefinitions of our kinds, built from the Rust types: both versions merged
-//! (v1beta2 stored), CAPD's retired versions listed unserved, Cluster API contract labels, and
-//! conversion through our webhook.
+//! (v1beta2 stored), Cluster API contract labels, and conversion through our webhook. CAPD's
+//! retired versions v1alpha3 and v1alpha4 are not listed, as in CAPD 1.13 and later: an
+//! installation that stored objects in them must have them migrated (`status.storedVersions`
+//! trimmed) before these CRDs apply, which CAPD 1.10 to 1.12's manager and ours do at start-up
+//! ([`crate::crdmigrator`]).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionVersion,
-    CustomResourceValidation, JSONSchemaProps, ServiceReference, WebhookClientConfig,
-    WebhookConversion,
+    CustomResourceConversion, CustomResourceDefinition, CustomResourceValidation, ServiceReference,
+    WebhookClientConfig, WebhookConversion,
 };
 use kube::CustomResourceExt;
 use schemars::JsonSchema;
@@ -125,9 +127,9 @@ impl VersionSpec {
     }
 }
 
-/// The retired versions each kind's CRD lists, as in CAPD 1.12's CRDs. An installation that ever
-/// stored objects in them keeps them in `status.storedVersions`, and the API server refuses a CRD
-/// that drops a version still listed there: without these, our CRDs could not replace CAPD's.
+/// The retired versions CAPD 1.12's CRDs list (unserved) for each kind. Our CRDs no longer list
+/// them, as CAPD 1.13 removed them; the conversion webhook still converts them, for as long as CAPD
+/// 1.12's CRDs are in front of this manager ([`super::conversion`] says when).
 const LEGACY_VERSIONS: &[(&str, &[&str])] = &[
     ("DockerCluster", &["v1alpha3", "v1alpha4"]),
     ("DockerClusterTemplate", &["v1alpha4"]),
@@ -140,43 +142,13 @@ const LEGACY_VERSIONS: &[(&str, &[&str])] = &[
 /// conversion webhook converts them to no other.
 pub const V1BETA2_ONLY: &[&str] = &["DevMachinePool", "DevMachinePoolTemplate"];
 
-const LEGACY_VERSION_DOC: &str = "A version CAPD retired, listed so that this CRD can replace CAPD's \
-     while status.storedVersions still names it. Not served: objects are read and written in \
-     v1beta1 or v1beta2.";
-
-/// The retired versions the CRD of `kind` lists (none for a kind CAPD introduced in v1beta1).
-/// The conversion webhook converts to and from each of them ([`super::legacy`]).
+/// The retired versions CAPD 1.12's CRD of `kind` lists (none for a kind CAPD introduced in
+/// v1beta1 or later), which the conversion webhook converts to and from ([`super::legacy`]).
 pub fn retired_versions(kind: &str) -> &'static [&'static str] {
     LEGACY_VERSIONS
         .iter()
         .find(|(legacy_kind, _)| *legacy_kind == kind)
         .map_or(&[][..], |(_, names)| names)
-}
-
-/// The retired versions of `kind`: neither served nor stored, deprecated as in CAPD. The API
-/// server wants a structural schema even for a version it does not serve, but never validates
-/// or serves an object with it: an object that keeps every field is the simplest honest one.
-/// It still converts every stored object into each of them for its watch cache, through the
-/// conversion webhook, which CAPD's conversions answer ([`super::conversion`]).
-fn legacy_versions(kind: &str) -> Vec<CustomResourceDefinitionVersion> {
-    retired_versions(kind)
-        .iter()
-        .map(|name| CustomResourceDefinitionVersion {
-            name: (*name).into(),
-            served: false,
-            storage: false,
-            deprecated: Some(true),
-            schema: Some(CustomResourceValidation {
-                open_api_v3_schema: Some(JSONSchemaProps {
-                    description: Some(LEGACY_VERSION_DOC.into()),
-                    type_: Some("object".into()),
-                    x_kubernetes_preserve_unknown_fields: Some(true),
-                    ..Default::default()
-                }),
-            }),
-            ..Default::default()
-        })
-        .collect()
 }
 
 /// The successor of a Docker* kind (`DevMachine` for `DockerMachine`), `None` for a Dev kind.
@@ -222,8 +194,6 @@ fn merge(versions: Vec<VersionSpec>) -> Result<CustomResourceDefinition, CrdErro
     let mut crd = kube::core::crd::merge_crds(crds, v1beta2::VERSION)
         .map_err(|source| CrdError::Merge { kind, source })?;
     deprecate_docker_kind(&mut crd);
-    let legacy = legacy_versions(&crd.spec.names.kind);
-    crd.spec.versions.extend(legacy);
     crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
     crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
     crd.metadata.labels = Some(BTreeMap::from([

@@ -1,9 +1,9 @@
 //! The retired versions `v1alpha3` and `v1alpha4`, in CAPD 1.12's shapes. They are never served
-//! and no CRD schema comes from them (the CRDs list them with an open schema, as
-//! [`super::crd`] says); they exist because kube-apiserver keeps a watch cache for every version
-//! a CRD lists, served or not, and fills it by converting every stored object into that version
-//! through the conversion webhook, and because an installation upgraded from CAPD may still
-//! hold objects stored in them. [`super::conversion`] converts them straight to and from the
+//! and our CRDs do not list them (CAPD 1.13 removed them); they exist for CAPD 1.10 to 1.12's
+//! CRDs, which list them unserved, while this manager serves their conversion webhook: the API
+//! server keeps a watch cache for every version a CRD lists, served or not, and fills it by
+//! converting every stored object into that version, and an installation upgraded from CAPD may
+//! still hold objects stored in them (see [`super::conversion`]). [`super::conversion`] converts them straight to and from the
 //! v1beta2 hub, as CAPD 1.12 does.
 //!
 //! The two versions have the same shapes except the DockerCluster spec (`loadBalancer` came in

@@ -180,6 +180,12 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub clustercache_client_burst: u32,
 
+    /// List of CRD migration phases to skip, comma-separated or repeated. Valid values are:
+    /// StorageVersionMigration, CleanupManagedFields.
+    #[arg(long, value_name = "PHASE,...", action = ArgAction::Append,
+          value_parser = str::parse::<crate::crdmigrator::PhaseList>)]
+    pub skip_crd_migration_phases: Vec<crate::crdmigrator::PhaseList>,
+
     /// A set of key=value pairs that describe feature gates for alpha/experimental features.
     /// Options are: MachinePool=true|false (default true), ClusterTopology=true|false (default
     /// false), PriorityQueue=true|false (default true), ReconcilerRateLimiting=true|false
@@ -266,6 +272,14 @@ pub struct Args {
 }
 
 impl Args {
+    /// The CRD migration phases `--skip-crd-migration-phases` names, every occurrence together.
+    pub fn skipped_crd_migration_phases(&self) -> Vec<crate::crdmigrator::Phase> {
+        self.skip_crd_migration_phases
+            .iter()
+            .flat_map(|list| list.0.iter().copied())
+            .collect()
+    }
+
     /// The controllers to run: `--controllers`, plus the Gardener controller when
     /// `--gardener-infrastructure` is set (in the mode `--gardener-ignore-operation-annotation`
     /// asks for).

@@ -406,3 +406,37 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn crd_migration_phases_are_skipped_by_cluster_api_names() {
+    use crate::crdmigrator::Phase;
+    assert!(parse(&[]).skipped_crd_migration_phases().is_empty());
+    assert!(
+        parse(&["--skip-crd-migration-phases="])
+            .skipped_crd_migration_phases()
+            .is_empty(),
+        "empty, as pflag reads it"
+    );
+    assert_eq!(
+        parse(&["--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields"])
+            .skipped_crd_migration_phases(),
+        [Phase::StorageVersionMigration, Phase::CleanupManagedFields]
+    );
+    assert_eq!(
+        parse(&[
+            "--skip-crd-migration-phases=CleanupManagedFields",
+            "--skip-crd-migration-phases=StorageVersionMigration"
+        ])
+        .skipped_crd_migration_phases(),
+        [Phase::CleanupManagedFields, Phase::StorageVersionMigration],
+        "repeated, as pflag's string slices accumulate"
+    );
+    assert_rejected(
+        &["--skip-crd-migration-phases=All"],
+        "expected StorageVersionMigration or CleanupManagedFields",
+    );
+    assert_rejected(
+        &["--skip-crd-migration-phases=StorageVersionMigration,"],
+        "invalid CRD migration phase",
+    );
+}

@@ -14,6 +14,7 @@ use super::args::Args;
 use super::diagnostics::{self, AccessReviewer, Security};
 use super::leader::{self, LeaderConfigError, LeaderElectionConfig};
 use super::lease::{LeaderElector, LeaseError};
+use crate::crdmigrator;
 use crate::runtime::client::{MANAGEMENT_REQUEST_TIMEOUT, build_client};
 use crate::runtime::context::lease_namespace;
 use crate::runtime::feature_gates::Feature;
@@ -98,6 +99,9 @@ pub enum RunError {
     /// The webhook server could not start.
     #[error(transparent)]
     Webhook(#[from] WebhookError),
+    /// The CRD migrator could not be set up (our CRDs could not be built to learn their names).
+    #[error("cannot set up the CRD migrator")]
+    CrdMigrator(#[source] crate::api::crd::CrdError),
     /// An HTTP server stopped while the manager was running.
     #[error("the {server} server stopped")]
     Server {
@@ -113,6 +117,7 @@ pub enum RunError {
 pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Result<(), RunError> {
     // The same set `main` builds the wiring from.
     let controller_set = args.controller_set();
+    let skipped_crd_migration_phases = args.skipped_crd_migration_phases();
     let Args {
         namespace,
         watch_filter,
@@ -137,6 +142,8 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         kube_api_burst,
         clustercache_client_qps,
         clustercache_client_burst,
+        // Read through `skipped_crd_migration_phases` above.
+        skip_crd_migration_phases: _,
         feature_gates,
         webhook_port,
         webhook_cert_dir,
@@ -303,12 +310,45 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         check_optional_resources(&client, &mut controller_config).await;
     }
 
+    let migrator = match controller_set.cluster_api {
+        true => crd_migrator(&client, &skipped_crd_migration_phases, &metrics)
+            .map_err(RunError::CrdMigrator)?,
+        false => None,
+    };
+
     let mut elector = leader_config.map(|c| LeaderElector::new(client.clone(), c, metrics.clone()));
     if let Some(elector) = elector.as_mut()
         && !elector.acquire(&shutdown).await
     {
         stop(servers, &stop_servers).await;
         return Ok(());
+    }
+
+    // The CRD migrator's first pass, before the controllers that read those kinds (the Lease is
+    // renewed meanwhile); what failed is retried by its watch, which runs with the controllers.
+    let mut migrator_task = None;
+    if let Some(migrator) = migrator {
+        let started = tokio::select! {
+            failed = migrator.start_up(&shutdown) => Ok(failed),
+            held = hold(elector.as_mut(), &shutdown) => Err(held),
+        };
+        match started {
+            Ok(_) if shutdown.is_cancelled() => {
+                if let Some(elector) = elector.as_mut() {
+                    elector.release().await;
+                }
+                stop(servers, &stop_servers).await;
+                return Ok(());
+            }
+            Ok(failed) => migrator_task = Some((migrator, failed)),
+            Err(held) => {
+                stop(servers, &stop_servers).await;
+                return match held {
+                    Ok(()) => Ok(()),
+                    Err(lost) => Err(RunError::LeaderElectionLost(lost)),
+                };
+            }
+        }
     }
 
     let context = Arc::new(Context::new(
@@ -319,7 +359,17 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
         instance,
     ));
     let stop_controllers = CancellationToken::new();
-    let tasks = (wiring.start_controllers)(context, stop_controllers.clone());
+    let mut tasks = (wiring.start_controllers)(context, stop_controllers.clone());
+    if let Some((migrator, failed)) = migrator_task {
+        let stop = stop_controllers.clone();
+        tasks.insert(
+            0,
+            ControllerTask {
+                name: crdmigrator::MIGRATOR,
+                future: Box::pin(crdmigrator::run(migrator, failed, stop)),
+            },
+        );
+    }
     let mut controllers = JoinSet::new();
     let mut names_by_task = std::collections::HashMap::new();
     let names: Vec<&str> = tasks.iter().map(|t| t.name).collect();
@@ -366,6 +416,30 @@ pub async fn run(args: Args, wiring: Wiring, shutdown: CancellationToken) -> Res
     }
     stop(servers, &stop_servers).await;
     outcome
+}
+
+/// The CRD migrator of our CRDs (the ones `crdgen` writes), with the phases not skipped; `None`
+/// when every phase is skipped.
+fn crd_migrator(
+    client: &kube::Client,
+    skipped: &[crdmigrator::Phase],
+    metrics: &Metrics,
+) -> Result<Option<crdmigrator::Migrator>, crate::api::crd::CrdError> {
+    let phases = crdmigrator::Phases::without(skipped);
+    if phases.is_empty() {
+        tracing::info!("Every CRD migration phase is skipped; the CRD migrator does not run");
+        return Ok(None);
+    }
+    let names = crate::api::crd::all()?
+        .into_iter()
+        .filter_map(|crd| crd.metadata.name)
+        .collect();
+    Ok(Some(crdmigrator::Migrator::new(
+        client.clone(),
+        names,
+        phases,
+        metrics.clone(),
+    )))
 }
 
 /// Turns off the Cluster API controllers whose optional CRDs are not served (machine pools, the

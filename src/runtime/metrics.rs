@@ -52,6 +52,9 @@ struct Families {
     docker_engine_up: Family<Labels<0>, Gauge>,
     docker_engine_outages: Family<Labels<0>, Counter>,
     docker_engine_info: Family<[(&'static str, String); 2], Gauge>,
+    crd_migrations: Family<[(&'static str, String); 2], Counter>,
+    crd_migration_objects: Family<[(&'static str, String); 2], Counter>,
+    crd_stored_versions: Family<[(&'static str, String); 1], Gauge>,
 }
 
 /// The process's metrics registry. Cheap to clone; every clone updates the same values.
@@ -85,6 +88,9 @@ impl Metrics {
             docker_engine_up: Family::default(),
             docker_engine_outages: Family::default(),
             docker_engine_info: Family::default(),
+            crd_migrations: Family::default(),
+            crd_migration_objects: Family::default(),
+            crd_stored_versions: Family::default(),
         };
         let mut registry = Registry::default();
         // Counters are registered without their `_total`, which the encoder appends.
@@ -137,6 +143,21 @@ impl Metrics {
             "capd_docker_engine_info",
             "The engine serving the Docker API (engine docker or podman, and its version); always 1",
             families.docker_engine_info.clone(),
+        );
+        registry.register(
+            "capd_crd_migrations",
+            "Passes of the CRD migrator per CRD, by result (success, or the error category)",
+            families.crd_migrations.clone(),
+        );
+        registry.register(
+            "capd_crd_migration_objects",
+            "Objects the CRD migrator rewrote (phase StorageVersionMigration) or cleaned up (CleanupManagedFields)",
+            families.crd_migration_objects.clone(),
+        );
+        registry.register(
+            "capd_crd_stored_versions",
+            "Number of versions in the CRD's status.storedVersions as the migrator last saw it (1 once migrated)",
+            families.crd_stored_versions.clone(),
         );
         Self {
             registry: Arc::new(registry),
@@ -243,6 +264,31 @@ impl Metrics {
                 ("version", engine.version.clone()),
             ])
             .set(1);
+    }
+
+    /// Counts one pass of the CRD migrator over `crd`: `Ok(())` or `Err(category)`.
+    pub fn crd_migration_finished(&self, crd: &str, outcome: Result<(), &'static str>) {
+        let result = outcome.err().unwrap_or("success");
+        self.families
+            .crd_migrations
+            .get_or_create(&[("crd", crd.to_owned()), ("result", result.to_owned())])
+            .inc();
+    }
+
+    /// Counts one object the CRD migrator wrote in `phase` (its name).
+    pub fn crd_migration_object(&self, crd: &str, phase: &'static str) {
+        self.families
+            .crd_migration_objects
+            .get_or_create(&[("crd", crd.to_owned()), ("phase", phase.to_owned())])
+            .inc();
+    }
+
+    /// Publishes how many versions `crd` lists in `status.storedVersions`.
+    pub fn set_crd_stored_versions(&self, crd: &str, count: usize) {
+        self.families
+            .crd_stored_versions
+            .get_or_create(&[("crd", crd.to_owned())])
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// The text exposition of every metric.

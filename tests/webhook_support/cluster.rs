@@ -23,6 +23,8 @@ pub const NS: &str = "default";
 /// The test API server with our CRDs, converting through our webhook server.
 pub struct Cluster {
     pub client: Client,
+    /// The CA bundle a CRD needs to call our webhook server.
+    pub ca_bundle: String,
     /// Our webhook server.
     pub webhook: std::net::SocketAddr,
     pub ca: Ca,
@@ -38,6 +40,38 @@ impl Drop for Cluster {
 }
 
 pub async fn cluster() -> Cluster {
+    cluster_with(Some(false)).await
+}
+
+/// The test API server and our webhook server, without any CRD (tests install their own, pointed
+/// at the webhook with [`Cluster::converting_through_our_webhook`]).
+pub async fn bare_cluster() -> Cluster {
+    cluster_with(None).await
+}
+
+/// The test API server with our CRDs in CAPD 1.10 to 1.12's shape: the retired versions v1alpha3
+/// and v1alpha4 listed too (unserved, with an open schema), as CAPD's CRDs list them while our
+/// manager serves their conversion webhook (a drop-in behind CAPD 1.12's components).
+pub async fn cluster_with_retired_versions() -> Cluster {
+    cluster_with(Some(true)).await
+}
+
+impl Cluster {
+    /// `crd` (JSON) with its conversion webhook at our server's Service, as kustomize and
+    /// cert-manager's CA injector leave it (any CRD with a `Webhook` strategy, CAPD's too).
+    pub fn converting_through_our_webhook(&self, mut crd: Value) -> Value {
+        if crd["spec"]["conversion"]["strategy"] == "Webhook" {
+            crd["spec"]["conversion"]["webhook"]["clientConfig"] = json!({
+                "service": {"name": "webhook-service", "namespace": "system", "path": "/convert"},
+                "caBundle": self.ca_bundle,
+            });
+        }
+        crd
+    }
+}
+
+/// `retired`: `None` installs no CRD, else ours, with the retired versions when `true`.
+async fn cluster_with(retired: Option<bool>) -> Cluster {
     let ca = Ca::new("capd-webhook-e2e");
     let certs = tempfile::tempdir().unwrap();
     // cert-manager's Certificate covers <service>.<namespace>.svc; the CRDs in bases/ name the
@@ -78,7 +112,12 @@ pub async fn cluster() -> Cluster {
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca.pem());
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     // Every CRD we generate, as committed.
-    for ours in capd::api::crd::all().unwrap() {
+    let ours_to_install = match retired {
+        Some(_) => capd::api::crd::all().unwrap(),
+        None => Vec::new(),
+    };
+    let retired = retired == Some(true);
+    for ours in ours_to_install {
         let plural = &ours.spec.names.plural;
         let path = format!(
             "{}/config/crd/bases/{}",
@@ -94,11 +133,22 @@ pub async fn cluster() -> Cluster {
         );
         // What cert-manager's CA injector does for `cert-manager.io/inject-ca-from`.
         client_config["caBundle"] = json!(ca_bundle);
+        if retired {
+            let kind = ours.spec.names.kind.as_str();
+            for name in capd::api::crd::retired_versions(kind) {
+                crd["spec"]["versions"].as_array_mut().unwrap().push(json!({
+                    "name": name, "served": false, "storage": false, "deprecated": true,
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                }));
+            }
+        }
         let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
     Cluster {
         client,
+        ca_bundle,
         webhook,
         ca,
         api,

@@ -41,7 +41,8 @@ pub fn defaults(crd: &mut Value) {
     }
 }
 
-/// Adds the cleanup finalizer and an empty status to a new CRD.
+/// Adds the cleanup finalizer and a new status to a new CRD: its storage version is its only
+/// stored version (kube-apiserver's `PrepareForCreate`).
 pub fn prepare_create(crd: &mut Value) {
     let mut finalizers: Vec<Value> = crd["metadata"]["finalizers"]
         .as_array()
@@ -51,7 +52,32 @@ pub fn prepare_create(crd: &mut Value) {
         finalizers.push(json!(CLEANUP_FINALIZER));
     }
     crd["metadata"]["finalizers"] = json!(finalizers);
-    crd["status"] = json!({"acceptedNames": {"plural": "", "kind": ""}, "storedVersions": []});
+    let stored: Vec<String> = storage_version(crd).into_iter().collect();
+    crd["status"] = json!({"acceptedNames": {"plural": "", "kind": ""}, "storedVersions": stored});
+}
+
+/// An update of a CRD (not of its status), whose status is the stored one: a storage version not
+/// yet in `status.storedVersions` is added to it (kube-apiserver's `PrepareForUpdate`). A status
+/// update leaves the list as the client wrote it.
+pub fn prepare_update(crd: &mut Value) {
+    let Some(storage) = storage_version(crd) else {
+        return;
+    };
+    let mut stored = strings(&crd["status"]["storedVersions"]);
+    if !stored.contains(&storage) {
+        stored.push(storage);
+        crd["status"]["storedVersions"] = json!(stored);
+    }
+}
+
+/// The first version marked as the storage version.
+fn storage_version(crd: &Value) -> Option<String> {
+    crd["spec"]["versions"]
+        .as_array()?
+        .iter()
+        .find(|v| v["storage"] == json!(true))
+        .and_then(|v| v["name"].as_str())
+        .map(String::from)
 }
 
 /// Validates a CRD's names, versions and their schemas (which must be structural, as
@@ -168,26 +194,73 @@ fn validate_schemas(versions: &[Value]) -> Vec<Cause> {
     causes
 }
 
-/// kube-apiserver's rule for a CRD spec update: a version listed in `status.storedVersions`
-/// (objects may still be stored in it) must stay in `spec.versions`. Status updates are not held
-/// to it, as in kube-apiserver.
+/// kube-apiserver's `ValidateCustomResourceDefinitionStoredVersions`, run on the create and on
+/// every update of a CRD but not on status updates: `status.storedVersions` is not empty, holds
+/// the storage version, and every version in it stays in `spec.versions` (objects may still be
+/// stored in it). Messages as kube-apiserver v1.33 and later word them (v1.28 said
+/// `must appear in spec.versions`).
 pub fn validate_stored_versions(crd: &Value) -> Vec<Cause> {
     let versions = crd["spec"]["versions"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    strings(&crd["status"]["storedVersions"])
+    let raw = &crd["status"]["storedVersions"];
+    let stored = strings(raw);
+    let path = "status.storedVersions";
+    if stored.is_empty() {
+        return vec![cause(
+            "FieldValueInvalid",
+            path,
+            format!(
+                "Invalid value: {}: must have at least one stored version",
+                go_strings(raw, &stored)
+            ),
+        )];
+    }
+    let mut causes: Vec<Cause> = versions
         .iter()
-        .enumerate()
-        .filter(|(_, stored)| !versions.iter().any(|v| v["name"] == json!(stored)))
-        .map(|(index, stored)| {
+        .filter(|v| v["storage"] == json!(true))
+        .filter_map(|v| v["name"].as_str())
+        .filter(|name| !stored.iter().any(|s| s == name))
+        .map(|name| {
             cause(
                 "FieldValueInvalid",
-                format!("status.storedVersions[{index}]"),
-                format!("Invalid value: {stored:?}: must appear in spec.versions"),
+                path,
+                format!(
+                    "Invalid value: {}: must have the storage version {name}",
+                    go_strings(raw, &stored)
+                ),
             )
         })
-        .collect()
+        .collect();
+    // kube keeps the last index of a version listed twice.
+    let mut missing: Vec<(usize, &String)> = stored
+        .iter()
+        .enumerate()
+        .filter(|(index, v)| stored.iter().rposition(|s| s == *v) == Some(*index))
+        .filter(|(_, v)| !versions.iter().any(|d| d["name"] == json!(v)))
+        .collect();
+    missing.sort();
+    causes.extend(missing.into_iter().map(|(index, v)| {
+        cause(
+            "FieldValueInvalid",
+            format!("{path}[{index}]"),
+            format!(
+                "Invalid value: {v:?}: missing from spec.versions; {v} was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in {v} and removes {v} from status.storedVersions"
+            ),
+        )
+    }));
+    causes
+}
+
+/// A string list as Go's `%#v` prints a `[]string`: `[]string{"v1", "v2"}`, `[]string(nil)` when
+/// absent.
+fn go_strings(raw: &Value, values: &[String]) -> String {
+    if raw.is_null() {
+        return "[]string(nil)".into();
+    }
+    let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
 }
 
 fn parse_kube_version(v: &str) -> Option<(u8, u64, u64)> {
@@ -404,10 +477,9 @@ pub fn sync(store: &mut Store) {
         }
         served_keys.insert(def.key());
         let status = &crd["status"];
-        let mut stored_versions = strings(&status["storedVersions"]);
-        if !stored_versions.contains(&def.storage_version) {
-            stored_versions.push(def.storage_version.clone());
-        }
+        // Kept as written: the create and updates of the CRD add the storage version
+        // ([`prepare_create`], [`prepare_update`]), a status update may set any list.
+        let stored_versions = strings(&status["storedVersions"]);
         let names = &crd["spec"]["names"];
         let mut accepted = json!({"plural": def.plural, "singular": def.singular, "kind": def.kind, "listKind": def.list_kind});
         if !names["shortNames"].is_null() {

@@ -1,6 +1,15 @@
 //! Conversions of the retired versions v1alpha3 and v1alpha4, straight to and from the v1beta2
-//! hub as CAPD 1.12 converts them (its `api/v1alpha3` and `api/v1alpha4` packages), with CAPD's
-//! field mapping: `ready` and `status.initialization.provisioned`, the failure domain map and
+//! hub as CAPD 1.12 converts them. Our CRDs no longer list these versions (CAPD 1.13 removed
+//! them), so the API server asks for them only while CAPD 1.10 to 1.12's CRDs, which still list
+//! them, are installed with this manager serving their conversion webhook: our image run as a
+//! drop-in behind CAPD 1.12's components, or the rollout of an upgrade before the new CRDs are
+//! applied. Then the API server converts every stored object into both versions for their watch
+//! caches (a failure makes them retry forever), reads objects CAPD stored in them, and the CRD
+//! migrator's rewrite of such an object reads it through here. They go when this provider no
+//! longer runs behind CAPD 1.12's CRDs.
+//!
+//! They are converted as CAPD 1.12's `api/v1alpha3` and `api/v1alpha4` packages convert them,
+//! with CAPD's field mapping: `ready` and `status.initialization.provisioned`, the failure domain map and
 //! the sorted list, the v1alpha conditions and `status.deprecated.v1beta1.conditions`, an empty
 //! `providerID` and an absent one.
 //!

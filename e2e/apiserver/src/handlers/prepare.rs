@@ -188,7 +188,7 @@ pub(super) fn validate(req: &Req, object: &Value, old: Option<&Value>) -> ApiRes
     }
     if def.group == "apiextensions.k8s.io" {
         causes.extend(crate::crd::validate(object));
-        if old.is_some() && req.subresource.as_deref() != Some("status") {
+        if req.subresource.as_deref() != Some("status") {
             causes.extend(crate::crd::validate_stored_versions(object));
         }
     }
@@ -295,6 +295,9 @@ pub(super) fn prepare_update(req: &Req, live: &Value, mut candidate: Value) -> V
         if m.get("managedFields").is_some_and(Value::is_null) {
             m.remove("managedFields");
         }
+    }
+    if def.group == "apiextensions.k8s.io" && sub != "status" {
+        crate::crd::prepare_update(&mut object);
     }
     crate::ssa::tidy(&mut object);
     if def.has_generation && sub != "status" && without_metadata(&object) != without_metadata(live)

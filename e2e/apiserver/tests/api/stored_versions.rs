@@ -1,5 +1,7 @@
-//! A CRD update may not drop a version still listed in `status.storedVersions` (objects may still
-//! be stored in it), as kube-apiserver refuses it; the version may stay, unserved.
+//! `status.storedVersions` as kube-apiserver keeps it: the storage version is listed at the create
+//! and added when an update makes another version the storage version; a CRD update may not drop
+//! a version still listed (objects may still be stored in it), while a status update may write any
+//! list, which the next CRD update is then held to.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -63,12 +65,10 @@ async fn a_crd_update_must_keep_every_stored_version() {
             .unwrap_err(),
     );
     assert_eq!(err.code, 422, "{}", err.message);
-    assert!(
-        err.message.contains(
-            r#"status.storedVersions[1]: Invalid value: "v2": must appear in spec.versions"#
-        ),
-        "{}",
-        err.message
+    assert_eq!(err.reason, "Invalid");
+    assert_eq!(
+        err.message,
+        r#"CustomResourceDefinition.apiextensions.k8s.io "widgets.example.com" is invalid: status.storedVersions[1]: Invalid value: "v2": missing from spec.versions; v2 was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in v2 and removes v2 from status.storedVersions"#
     );
     assert_eq!(
         v2.get("w1").await.unwrap().data["spec"]["size"],
@@ -142,5 +142,93 @@ async fn an_unchanged_write_moves_an_object_to_the_storage_version() {
     assert_eq!(
         again.metadata.resource_version, written.metadata.resource_version,
         "already stored in v2"
+    );
+}
+
+#[tokio::test]
+async fn the_storage_version_is_listed_at_the_create_and_when_it_changes() {
+    let (_h, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let created = crds
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(widget_crd(json!({"strategy": "None"}))).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        created
+            .status
+            .and_then(|s| s.stored_versions)
+            .unwrap_or_default(),
+        ["v1"],
+        "in the create's answer already"
+    );
+    let v2_stored = widget_crd_update(&crds, |versions| {
+        for v in versions.iter_mut() {
+            v["storage"] = json!(v["name"] == "v2");
+        }
+    })
+    .await;
+    let updated = crds
+        .replace(NAME, &PostParams::default(), &v2_stored)
+        .await
+        .unwrap();
+    assert_eq!(
+        updated
+            .status
+            .and_then(|s| s.stored_versions)
+            .unwrap_or_default(),
+        ["v1", "v2"]
+    );
+    // Back to v1: already listed, nothing added.
+    let v1_stored = widget_crd_update(&crds, |versions| {
+        for v in versions.iter_mut() {
+            v["storage"] = json!(v["name"] == "v1");
+        }
+    })
+    .await;
+    crds.replace(NAME, &PostParams::default(), &v1_stored)
+        .await
+        .unwrap();
+    assert_eq!(stored_versions(&crds).await, ["v1", "v2"]);
+}
+
+/// kube-apiserver does not check `status.storedVersions` on a status update (only the status's
+/// names): any list is stored. The next update of the CRD adds the storage version again and is
+/// refused while a listed version is not in `spec.versions`.
+#[tokio::test]
+async fn a_status_update_is_not_held_to_the_stored_versions_rules() {
+    let (_h, client) = start().await;
+    install_widgets(&client).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+
+    set_stored_versions(&crds, &[]).await;
+    assert!(stored_versions(&crds).await.is_empty());
+    let same = widget_crd_update(&crds, |_| {}).await;
+    crds.replace(NAME, &PostParams::default(), &same)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored_versions(&crds).await,
+        ["v1"],
+        "the CRD update added it"
+    );
+
+    set_stored_versions(&crds, &["v0"]).await;
+    assert_eq!(stored_versions(&crds).await, ["v0"]);
+    let same = widget_crd_update(&crds, |_| {}).await;
+    let err = status(
+        crds.replace(NAME, &PostParams::default(), &same)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message.ends_with(
+            r#"is invalid: status.storedVersions[0]: Invalid value: "v0": missing from spec.versions; v0 was previously a storage version, and must remain in spec.versions until a storage migration ensures no data remains persisted in v0 and removes v0 from status.storedVersions"#
+        ),
+        "{}",
+        err.message
     );
 }
