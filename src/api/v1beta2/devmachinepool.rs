@@ -41,7 +41,7 @@ use crate::api::is_default;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DevMachinePoolSpec {
-    /// Identifier of the pool itself, `docker:////<cluster>-dmp-<pool>` with the docker backend;
+    /// Identifier of the pool itself, `dev:////<cluster>-dmp-<pool>` with the docker backend;
     /// set by the controller.
     #[serde(
         default,
