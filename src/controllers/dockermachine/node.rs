@@ -130,36 +130,53 @@ pub async fn sync_node(
     let Some(change) = node_change(&node, provider_id, machine_addresses) else {
         return Ok(NodeSync::Unchanged);
     };
+    apply_node_change(&nodes, &node, &change).await?;
+    Ok(NodeSync::Patched)
+}
+
+/// Writes `change` to `node` as it was read. A write of `spec.taints` replaces the whole list, so
+/// the writes that remove the uninitialized taint (the addresses first, as a cloud provider
+/// initializes a Node, then the taints) carry the read's `resourceVersion`, each the one the
+/// write before returned: a taint that Cluster API core (Machine taints, 1.13 and later) or
+/// anyone else added since the read is never overwritten. The API server answers Conflict
+/// instead, and the next pass reads the Node again.
+async fn apply_node_change(nodes: &Api<Node>, node: &Node, change: &NodeChange) -> Result<()> {
+    let name = node.metadata.name.as_deref().unwrap_or_default();
     // Named, so that the Node's managedFields say which fields the provider owns (kubelet owns
     // the rest).
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PatchParams::default()
     };
+    let mut version = node.metadata.resource_version.clone();
     if let Some(addresses) = &change.addresses {
-        nodes
-            .patch_status(
-                name,
-                &params,
-                &Patch::Merge(json!({"status": {"addresses": addresses}})),
-            )
+        let body = json!({
+            "metadata": {"resourceVersion": version},
+            "status": {"addresses": addresses},
+        });
+        let patched = nodes
+            .patch_status(name, &params, &Patch::Merge(body))
             .await
             .map_err(Error::kube(format!("patch the addresses of Node {name}")))?;
+        version = patched.metadata.resource_version;
     }
     let mut spec = serde_json::Map::new();
     if let Some(id) = &change.provider_id {
         spec.insert("providerID".into(), json!(id));
     }
+    let mut body = json!({});
     if let Some(taints) = &change.taints {
         spec.insert("taints".into(), json!(taints));
+        body["metadata"] = json!({"resourceVersion": version});
     }
     if !spec.is_empty() {
+        body["spec"] = json!(spec);
         nodes
-            .patch(name, &params, &Patch::Merge(json!({"spec": spec})))
+            .patch(name, &params, &Patch::Merge(body))
             .await
             .map_err(Error::kube(format!("patch Node {name}")))?;
     }
-    Ok(NodeSync::Patched)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -311,6 +328,43 @@ mod tests {
             .filter_map(|e| e.manager.as_deref())
             .collect();
         assert_eq!(owners, [FIELD_MANAGER]);
+    }
+
+    #[tokio::test]
+    async fn removing_the_uninitialized_taint_never_overwrites_a_taint_added_since_the_read() {
+        use kube::api::PostParams;
+        let (_server, client) = crate::controllers::fixtures::test_api_server().await;
+        let nodes: Api<Node> = Api::all(client.clone());
+        let mut n = node("", vec![taint(UNINITIALIZED_TAINT)], &[]);
+        n.metadata.name = Some("c1-m1".into());
+        nodes.create(&PostParams::default(), &n).await.unwrap();
+        let read = nodes.get("c1-m1").await.unwrap();
+        let ours = "docker:////c1-m1";
+        let change = node_change(&read, ours, &machine_addresses()).unwrap();
+
+        // Core propagates a Machine taint between our read and our write.
+        let tainted = json!({"spec": {"taints": [
+            {"key": UNINITIALIZED_TAINT, "effect": "NoSchedule"},
+            {"key": "example.com/core", "effect": "NoSchedule"},
+        ]}});
+        nodes
+            .patch("c1-m1", &PatchParams::default(), &Patch::Merge(tainted))
+            .await
+            .unwrap();
+        let stale = apply_node_change(&nodes, &read, &change).await;
+        assert!(stale.is_err(), "a stale taint list is refused: {stale:?}");
+
+        // The next pass reads the Node again and keeps core's taint.
+        assert_eq!(
+            sync_node(client.clone(), "c1-m1", ours, &machine_addresses())
+                .await
+                .unwrap(),
+            NodeSync::Patched
+        );
+        let spec = nodes.get("c1-m1").await.unwrap().spec.unwrap();
+        let keys: Vec<String> = spec.taints.unwrap().into_iter().map(|t| t.key).collect();
+        assert_eq!(keys, ["example.com/core"]);
+        assert_eq!(spec.provider_id.as_deref(), Some(ours));
     }
 
     #[test]
