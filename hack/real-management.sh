@@ -245,16 +245,18 @@ kill -0 "$(cat "$pids/kube-controller-manager.pid")" 2>/dev/null \
   || { tail -n 20 "$logs/kube-controller-manager.log" >&2; fail "kube-controller-manager exited"; }
 
 # --- the components -------------------------------------------------------------------------------
-# Every provider's components, rendered as clusterctl would install them.
+# Every provider's components, rendered as clusterctl would install them. Without KUBECONFIG:
+# a kubectl that picks its version by the server's (Google Cloud SDK's dispatcher) would otherwise
+# render with the kustomize of an older kubectl, which cannot read Cluster API's kustomizations.
 say "rendering the components"
 for part in core bootstrap control-plane; do
   source=${manifest[$part]}
   case "$source" in
     file:*) cp "${source#file:}" "$dir/components/$part.yaml" ;;
-    kustomize:*) kubectl kustomize "${source#kustomize:}" > "$dir/components/$part.yaml" ;;
+    kustomize:*) env -u KUBECONFIG kubectl kustomize "${source#kustomize:}" > "$dir/components/$part.yaml" ;;
   esac
 done
-bash "$root/hack/build-components.sh" "$dir/components/ours" >/dev/null
+env -u KUBECONFIG bash "$root/hack/build-components.sh" "$dir/components/ours" >/dev/null
 cp "$dir/components/ours/infrastructure-components.yaml" "$dir/components/infrastructure.yaml"
 
 # Of a multi-document YAML file: the documents of the cluster-scoped kinds the plane needs.
@@ -341,6 +343,7 @@ if [[ $engine == podman ]]; then
   engine_env+=("$host")
 else
   say "engine: ${DOCKER_HOST:-the local Docker engine}"
+  if [[ -n ${DOCKER_HOST:-} ]]; then engine_env+=("DOCKER_HOST=$DOCKER_HOST"); fi
 fi
 
 # --- the managers ---------------------------------------------------------------------------------
