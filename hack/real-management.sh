@@ -323,6 +323,9 @@ type: $type
 version: $version
 EOF
   done
+  # clusterctl init labels every object it installs so; `clusterctl move` moves the kinds of the
+  # CRDs that carry the label.
+  k label crd -l cluster.x-k8s.io/provider --overwrite clusterctl.cluster.x-k8s.io= >/dev/null
   say "recorded the providers in clusterctl's inventory (Cluster API $capi_version)"
 else
   say "no clusterctl inventory (clusterctl move needs it): it needs Cluster API's source tree ($inventory) and its version (a clusterctl beside the managers says it)"
