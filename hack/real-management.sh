@@ -306,11 +306,11 @@ if [[ -f $inventory && -n $capi_version ]]; then
   k apply --server-side -f "$inventory" >/dev/null
   k wait --for condition=Established crd/providers.clusterctl.cluster.x-k8s.io --timeout 60s >/dev/null
   ours_version=$(sed -n 's/.*"nextVersion"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' "$root/clusterctl-settings.json")
-  for record in "capi-system cluster-api CoreProvider $capi_version" \
-    "capi-kubeadm-bootstrap-system bootstrap-kubeadm BootstrapProvider $capi_version" \
-    "capi-kubeadm-control-plane-system control-plane-kubeadm ControlPlaneProvider $capi_version" \
-    "capd-system infrastructure-docker InfrastructureProvider $ours_version"; do
-    read -r namespace name type version <<< "$record"
+  for record in "capi-system cluster-api cluster-api CoreProvider $capi_version" \
+    "capi-kubeadm-bootstrap-system bootstrap-kubeadm kubeadm BootstrapProvider $capi_version" \
+    "capi-kubeadm-control-plane-system control-plane-kubeadm kubeadm ControlPlaneProvider $capi_version" \
+    "capd-system infrastructure-docker docker InfrastructureProvider $ours_version"; do
+    read -r namespace name provider_name type version <<< "$record"
     k apply -f - >/dev/null <<EOF
 apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
 kind: Provider
@@ -318,7 +318,7 @@ metadata:
   name: $name
   namespace: $namespace
   labels: {clusterctl.cluster.x-k8s.io: "", cluster.x-k8s.io/provider: $name}
-providerName: ${name#*-}
+providerName: $provider_name
 type: $type
 version: $version
 EOF
