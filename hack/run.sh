@@ -31,6 +31,10 @@
 #                                 Nodes are the test node image (only the infrastructure is checked:
 #                                 real core never initializes it) or, with CAPD_REAL_NODE_IMAGE, real
 #                                 (the cluster must become Available with its Nodes Ready)
+#   bash hack/run.sh --capi-demo --kubernetes-server DIR --cluster-api DIR
+#                                 the same on a real management plane started for the demo from
+#                                 binaries you bring (hack/real-management.sh up, out/capi-demo/plane;
+#                                 stopped at the end) instead of the cluster of $KUBECONFIG
 #   bash hack/run.sh [options] -- <manager flags>   extra flags for the manager (see `--help`)
 #
 # Our CRDs are applied first (server-side apply of config/crd/bases). The manager runs with leader
@@ -50,6 +54,7 @@ demo=true
 capi_demo=false
 stand_in_args=()
 manager_args=()
+plane_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sandbox) sandbox=true; shift ;;
@@ -60,12 +65,31 @@ while [ $# -gt 0 ]; do
     --no-demo) demo=false; shift ;;
     --) shift; manager_args=("$@"); break ;;
     --capi-demo) capi_demo=true; shift ;;
-    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+    --kubernetes-server|--cluster-api) plane_args+=("$1" "${2:?$1 needs a folder}"); shift 2 ;;
+    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
     *) echo "hack/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 kubeconfig="${KUBECONFIG:-$HOME/.kube/config}"
+if [ ${#plane_args[@]} -gt 0 ] && { [ "$capi_demo" = false ] || [ "$sandbox" = true ]; }; then
+  echo "hack/run.sh: --kubernetes-server and --cluster-api go with --capi-demo only" >&2
+  exit 2
+fi
+if [ ${#plane_args[@]} -gt 0 ]; then
+  # The demo on a real management plane of its own: the plane runs our manager too.
+  echo "--- building the manager and the e2e scenarios"
+  cargo build --bin manager
+  cargo test --no-run -p capd-e2e --test scenarios
+  plane=out/capi-demo/plane
+  trap 'bash hack/real-management.sh down --dir "$plane"' EXIT
+  bash hack/real-management.sh up "${plane_args[@]}" --dir "$plane" --manager target/debug/manager
+  # shellcheck disable=SC1091
+  source "$plane/env"
+  echo "--- the demo cluster through the real plane (e2e scenario installed_quick_start)"
+  cargo test -p capd-e2e --test scenarios installed_quick_start -- --nocapture
+  exit 0
+fi
 if [ "$capi_demo" = true ] && { [ "$sandbox" = true ] || [ ! -f "$kubeconfig" ]; }; then
   echo "hack/run.sh --capi-demo: needs a kubeconfig ($kubeconfig) whose cluster runs Cluster API, and no sandbox option" >&2
   exit 2

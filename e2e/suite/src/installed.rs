@@ -11,7 +11,9 @@
 //! are real Kubernetes nodes and the whole quick start runs; with the test node image nothing
 //! answers as a workload API server, so real core never initializes the control plane, and a
 //! scenario checks the infrastructure only (the load balancer, the first control plane's
-//! container, `providerID` and addresses) before deleting the cluster.
+//! container, `providerID` and addresses) before deleting the cluster. A real node image without
+//! CoreDNS (the project's own) gets control planes that neither pull nor install it
+//! ([`NodeImage::lacks_coredns`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -138,6 +140,10 @@ pub struct NodeImage {
     pub version: String,
     /// Whether the machines are real Kubernetes nodes (`CAPD_REAL_NODE_IMAGE`).
     pub real: bool,
+    /// Whether the image holds no CoreDNS image (the project's own real node image: CoreDNS is not
+    /// among Kubernetes' server binaries), so that kubeadm must neither pull nor install it
+    /// ([`without_coredns`]).
+    pub lacks_coredns: bool,
     /// The load balancer image as `(repository, tag)` every DockerCluster (and the class's
     /// DockerClusterTemplate) gets: the test haproxy image (this machine has no registry to pull
     /// kindest/haproxy from).
@@ -155,10 +161,20 @@ impl NodeImage {
                 let version = node_image_version(&image)
                     .and_then(|v| supported_version(&v))
                     .unwrap_or_else(|why| panic!("CAPD_REAL_NODE_IMAGE={image}: {why}"));
+                let lacks_coredns = lacks_coredns(&image);
+                if lacks_coredns {
+                    println!(
+                        "{image} holds no CoreDNS image (its /etc/capd-node/images lists none): \
+                         every KubeadmControlPlane and KubeadmControlPlaneTemplate rendered here \
+                         gets initConfiguration.skipPhases [addon/coredns] and \
+                         nodeRegistration.imagePullPolicy Never (init and join)"
+                    );
+                }
                 NodeImage {
                     image,
                     version,
                     real: true,
+                    lacks_coredns,
                     load_balancer,
                 }
             }
@@ -169,6 +185,7 @@ impl NodeImage {
                 // mistaken for a real kind image.
                 version: "v1.30.0-capdtest".into(),
                 real: false,
+                lacks_coredns: false,
                 load_balancer,
             },
         }
@@ -569,9 +586,49 @@ pub fn render_template(
             };
             settings[key] = value;
         }
+        match kind.as_str() {
+            "KubeadmControlPlane" if node_image.lacks_coredns => {
+                without_coredns(&mut object["spec"]["kubeadmConfigSpec"]);
+            }
+            "KubeadmControlPlaneTemplate" if node_image.lacks_coredns => {
+                without_coredns(&mut object["spec"]["template"]["spec"]["kubeadmConfigSpec"]);
+            }
+            _ => {}
+        }
         objects.push(object);
     }
     objects
+}
+
+/// Whether a real node image holds no CoreDNS image: the project's own (e2e/images/real) lists
+/// what it preloads in `/etc/capd-node/images`; an image without that list (kindest/node) is
+/// taken to hold what kubeadm asks for.
+fn lacks_coredns(image: &str) -> bool {
+    let (listed, images) = docker(&[
+        "run",
+        "--rm",
+        "--entrypoint",
+        "cat",
+        image,
+        "/etc/capd-node/images",
+    ]);
+    listed && !images.lines().any(|l| l.contains("/coredns:"))
+}
+
+/// A control plane's kubeadm config (CABPK's `kubeadmConfigSpec`, v1beta2) for a node image
+/// without CoreDNS, as its README says: kubeadm's preflight pulls every image it lists, CoreDNS
+/// too, unless `imagePullPolicy` is `Never` (init and control-plane join), and the CoreDNS addon
+/// is skipped. Both are fields a KubeadmControlPlane's user may set.
+fn without_coredns(spec: &mut Value) {
+    for configuration in ["initConfiguration", "joinConfiguration"] {
+        spec[configuration]["nodeRegistration"]["imagePullPolicy"] = json!("Never");
+    }
+    let phases = &mut spec["initConfiguration"]["skipPhases"];
+    match phases.as_array_mut() {
+        Some(list) if list.iter().any(|p| p == "addon/coredns") => {}
+        Some(list) => list.push(json!("addon/coredns")),
+        None => *phases = json!(["addon/coredns"]),
+    }
 }
 
 /// The resource of `kind` in `group` as the cluster serves it (its preferred version), when it
@@ -592,6 +649,7 @@ mod tests {
             image: "capd-test/node:abc".into(),
             version: "v1.30.0".into(),
             real: false,
+            lacks_coredns: false,
             load_balancer: ("capd-test".into(), "abc".into()),
         }
     }
@@ -691,6 +749,59 @@ mod tests {
         for (rendered, written) in in_memory.iter().zip(&as_written) {
             assert_eq!(rendered["spec"], written["spec"], "{}", rendered["kind"]);
         }
+    }
+
+    #[test]
+    fn a_node_image_without_coredns_gets_control_planes_that_neither_pull_nor_install_it() {
+        let offline = NodeImage {
+            lacks_coredns: true,
+            ..test_image()
+        };
+        let values = [
+            ("CLUSTER_NAME", "c1"),
+            ("CONTROL_PLANE_MACHINE_COUNT", "1"),
+            ("WORKER_MACHINE_COUNT", "1"),
+        ];
+        let specs = |node_image: &NodeImage| -> Vec<Value> {
+            let plain = render_template("cluster-template.yaml", "ns1", node_image, &values);
+            let class = render_template("clusterclass-quick-start.yaml", "ns1", node_image, &[]);
+            let kcp = plain.iter().find(|o| o["kind"] == "KubeadmControlPlane");
+            let template = class
+                .iter()
+                .find(|o| o["kind"] == "KubeadmControlPlaneTemplate");
+            vec![
+                kcp.unwrap()["spec"]["kubeadmConfigSpec"].clone(),
+                template.unwrap()["spec"]["template"]["spec"]["kubeadmConfigSpec"].clone(),
+            ]
+        };
+        for spec in specs(&offline) {
+            assert_eq!(
+                spec["initConfiguration"]["skipPhases"],
+                json!(["addon/coredns"])
+            );
+            for configuration in ["initConfiguration", "joinConfiguration"] {
+                assert_eq!(
+                    spec[configuration]["nodeRegistration"]["imagePullPolicy"], "Never",
+                    "{configuration}"
+                );
+            }
+            // What the template sets stays.
+            assert!(spec["initConfiguration"]["nodeRegistration"]["kubeletExtraArgs"].is_array());
+        }
+        for spec in specs(&test_image()) {
+            assert_eq!(spec["initConfiguration"]["skipPhases"], Value::Null);
+            assert_eq!(
+                spec["joinConfiguration"]["nodeRegistration"]["imagePullPolicy"],
+                Value::Null
+            );
+        }
+        let mut listed = json!({"initConfiguration": {"skipPhases": ["addon/kube-proxy"]}});
+        without_coredns(&mut listed);
+        without_coredns(&mut listed);
+        assert_eq!(
+            listed["initConfiguration"]["skipPhases"],
+            json!(["addon/kube-proxy", "addon/coredns"])
+        );
     }
 
     #[test]
