@@ -6,7 +6,7 @@
 #
 # Two ways to build it:
 # - With a registry (BuildKit, the default builder of current Docker):
-#     docker build -t capd-rs-manager:dev .
+#     docker build -t localhost/capd-rs-manager:dev .
 #   compiles the binary in BUILDER_IMAGE and copies it onto RUNTIME_IMAGE (last stage below).
 # - Without a registry (this project's machines): hack/image-build.sh compiles the static binary on the
 #   host, assembles the CA bundle from the host's Debian ca-certificates package (never the host's

@@ -20,7 +20,7 @@
 set -euo pipefail
 
 name=provider-docker
-image=capd-rs-manager:dev
+image=localhost/capd-rs-manager:dev
 docker_host=
 docker_host_network=
 output=-
@@ -46,7 +46,7 @@ esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 overlay_namespace=capd-gardener-system
-overlay_image=capd-rs-manager:dev
+overlay_image=localhost/capd-rs-manager:dev
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n1)
 
 work=$(mktemp -d)

@@ -6,7 +6,7 @@
 #      of Debian's ca-certificates package (what CAPD's distroless image has), without anything the
 #      host added to its own trust store,
 #   4. builds the Dockerfile's `prebuilt` stage on RUNTIME_IMAGE (default `scratch`: nothing to pull).
-# Usage: hack/image-build.sh [IMAGE]          (default: capd-rs-manager:dev, the image config/default uses)
+# Usage: hack/image-build.sh [IMAGE]          (default: localhost/capd-rs-manager:dev, the image config/default uses)
 # Environment: RUNTIME_IMAGE   base of the image; any image present locally, e.g. an imported distroless
 #                              static image (default: scratch)
 #              CA_BUNDLE       a PEM bundle to ship instead (needed on a host without Debian's
@@ -15,7 +15,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-image=${1:-capd-rs-manager:dev}
+image=${1:-localhost/capd-rs-manager:dev}
 runtime_image=${RUNTIME_IMAGE:-scratch}
 target=x86_64-unknown-linux-gnu
 binary="target/$target/release/manager"

@@ -27,7 +27,7 @@ KUBERNETES_VERSION=${KUBERNETES_VERSION:-v1.34.0}
 CNI_MANIFEST=${CNI_MANIFEST:-https://raw.githubusercontent.com/projectcalico/calico/v3.26.1/manifests/calico.yaml}
 MGMT=capd-rs-smoke-mgmt
 CLUSTER=capd-rs-smoke
-IMAGE=capd-rs-manager:dev
+IMAGE=localhost/capd-rs-manager:dev
 WORK=$(mktemp -d)
 
 say() { printf 'smoke-kind: %s\n' "$*"; }

@@ -354,6 +354,12 @@ fn deployment_mounts_the_docker_socket_and_serves_probes() {
         !image.is_empty() && image != "controller",
         "image placeholder left: {image:?}"
     );
+    assert!(
+        is_canonical(image),
+        "clusterctl init and upgrade refuse {image:?}: it parses every image of the components \
+         with reference.ParseNamed, which wants a canonical name (a registry host first, such as \
+         localhost/ or docker.io/library/)"
+    );
 
     let volume = pod["volumes"]
         .as_array()
@@ -577,6 +583,15 @@ fn clusterctl_metadata_and_settings_agree_with_the_crate_version() {
         Some("v1beta2"),
         "metadata.yaml must map the crate's series {major}.{minor} to contract v1beta2"
     );
+    // clusterctl upgrade from an installed CAPD looks its version up here (docs/src/upgrading.md).
+    for capd_minor in [12, 13, 14] {
+        assert_eq!(
+            contract_of(1, capd_minor),
+            Some("v1beta2"),
+            "without CAPD's series 1.{capd_minor}, clusterctl refuses to upgrade a CAPD v1.{capd_minor}.x \
+             installation to ours"
+        );
+    }
 
     let settings: Value = serde_json::from_str(
         &std::fs::read_to_string(repo_root().join("clusterctl-settings.json"))
@@ -631,4 +646,44 @@ fn clusterctl_metadata_and_settings_agree_with_the_crate_version() {
         copied, metadata_text,
         "local repository metadata.yaml differs"
     );
+}
+
+/// Whether `image` is a canonical reference, as docker/distribution's `reference.ParseNamed`
+/// (what clusterctl's `util/container.ImageFromString` calls) requires: its normalized form is
+/// itself, so its first path component must be a registry host (one with a `.` or a `:`, or
+/// `localhost`); `capd-rs-manager:dev` normalizes to `docker.io/library/capd-rs-manager:dev`.
+fn is_canonical(image: &str) -> bool {
+    let name = image.split('@').next().unwrap_or_default();
+    let path = match name.rsplit_once(':') {
+        Some((path, tag)) if !tag.contains('/') => path,
+        _ => name,
+    };
+    match path.split_once('/') {
+        Some((host, rest)) => {
+            (host.contains('.') || host.contains(':') || host == "localhost")
+                && !rest.is_empty()
+                && rest == rest.to_lowercase()
+        }
+        None => false,
+    }
+}
+
+#[test]
+fn canonical_image_names_are_told_apart_as_clusterctl_tells_them() {
+    for image in [
+        "localhost/capd-rs-manager:dev",
+        "gcr.io/k8s-staging-cluster-api/capd-manager:dev",
+        "docker.io/library/capd-rs-manager:dev",
+        "localhost:5000/capd-rs-manager@sha256:0123",
+    ] {
+        assert!(is_canonical(image), "{image}");
+    }
+    for image in [
+        "capd-rs-manager:dev",
+        "kindest/node:v1.34.0",
+        "library/x",
+        "localhost",
+    ] {
+        assert!(!is_canonical(image), "{image}");
+    }
 }
