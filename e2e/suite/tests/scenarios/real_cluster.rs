@@ -27,7 +27,7 @@ use capd_e2e::*;
 use serde_json::json;
 
 /// The weight annotation the provider sets on control plane DockerMachines.
-const WEIGHT_ANNOTATION: &str = "dockermachine.infrastructure.cluster.x-k8s.io/weight";
+const WEIGHT_ANNOTATION: &str = "devmachine.infrastructure.cluster.x-k8s.io/weight";
 
 /// The real node image when this run can use it, else `None` after saying why.
 fn real_node_image() -> Option<String> {

@@ -114,7 +114,7 @@ async fn control_planes_and_workers_spread_over_failure_domains_and_scale_down()
         let weight = dm
             .metadata
             .annotations?
-            .get("dockermachine.infrastructure.cluster.x-k8s.io/weight")
+            .get("devmachine.infrastructure.cluster.x-k8s.io/weight")
             .cloned();
         (drained && weight.as_deref() == Some("0")).then_some(())
     })
