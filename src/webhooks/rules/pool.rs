@@ -40,15 +40,25 @@ pub fn validate_docker_machine_pool_template(
     )
 }
 
-/// Validates a DevMachinePool being created (`old` is `None`) or updated.
+/// Validates a DevMachinePool being created (`old` is `None`) or updated. An update may not
+/// remove `spec.backend.docker`: the controller would then know no backend for the pool, and its
+/// deletion would leave the pool's containers behind (as a DevMachine may not change backend).
 pub fn validate_dev_machine_pool(
     new: &DevMachinePool,
     old: Option<&DevMachinePool>,
 ) -> Vec<FieldError> {
-    ratchet(
+    let mut errors = ratchet(
         dev_pool_problems(&new.spec, "spec"),
         old.map(|o| dev_pool_problems(&o.spec, "spec")),
-    )
+    );
+    if old.is_some_and(|o| o.spec.backend.docker.is_some()) && new.spec.backend.docker.is_none() {
+        errors.push(FieldError::forbidden(
+            "spec.backend.docker",
+            "the docker backend cannot be removed: the pool's containers would be left behind; \
+             delete the pool instead",
+        ));
+    }
+    errors
 }
 
 /// Validates a DevMachinePoolTemplate being created (`old` is `None`) or updated.

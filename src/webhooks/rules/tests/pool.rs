@@ -196,6 +196,14 @@ fn dev_machine_pool_gets_the_docker_pool_rules_at_the_dev_path() {
         validate_dev_machine_pool(&broken.clone().pre_load(&["nginx"]), Some(&broken)),
         &[],
     );
+    check(
+        "the docker backend is not removed from a pool that has one",
+        validate_dev_machine_pool(&DevMachinePool::test(), Some(&stored)),
+        &[
+            "spec.backend.docker: Forbidden: the docker backend cannot be removed: the pool's \
+           containers would be left behind; delete the pool instead",
+        ],
+    );
 }
 
 #[test]
