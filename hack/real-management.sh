@@ -5,6 +5,7 @@
 #
 #   hack/real-management.sh up --kubernetes-server DIR --cluster-api DIR [options]
 #   hack/real-management.sh down [--dir DIR]
+#   hack/real-management.sh restart-manager [--dir DIR]
 #   hack/real-management.sh --help
 #
 # `up` starts etcd (Debian's etcd-server package, installed with apt-get when missing),
@@ -17,6 +18,9 @@
 # four are ready. It ends by printing `source DIR/env`, which exports KUBECONFIG, the installed
 # mode's CAPD_E2E_CAPI and CAPD_E2E_KUBECONFIG, and DOCKER_HOST when the engine is Podman.
 # `down` stops what `up` started (by the process ids it recorded) and removes etcd's data.
+# `restart-manager` kills our manager with SIGKILL and starts it again with the same command line,
+# as a Deployment replaces a deleted Pod; the env file names it as CAPD_E2E_MANAGER_RESTART, which
+# the installed mode's killed-manager scenario runs instead of deleting Pods.
 #
 #   --kubernetes-server DIR  Kubernetes' server binaries: a folder holding kube-apiserver and
 #                    kube-controller-manager (or kubernetes/server/bin/, server/bin/, bin/ of it)
@@ -43,13 +47,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 me="real-management.sh"
 say() { echo "--- $*"; }
 fail() { echo "$me: $*" >&2; exit 1; }
-usage() { sed -n '2,39p' "$0"; }
+usage() { sed -n '2,43p' "$0"; }
 
 command=""
 k8s_dir="" capi_dir="" dir="$root/out/real-management" port=16443 engine=auto manager=""
 while (($#)); do
   case "$1" in
-    up|down) command=$1; shift ;;
+    up|down|restart-manager) command=$1; shift ;;
     --kubernetes-server|--cluster-api|--dir|--port|--engine|--manager)
       [[ $# -ge 2 && $2 != --* ]] || { echo "$me: $1 needs a value (see --help)" >&2; exit 2; }
       case "$1" in
@@ -61,7 +65,7 @@ while (($#)); do
     *) echo "$me: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-[[ -n $command ]] || { echo "$me: say up or down (see --help)" >&2; exit 2; }
+[[ -n $command ]] || { echo "$me: say up, down or restart-manager (see --help)" >&2; exit 2; }
 [[ $port =~ ^[0-9]+$ ]] && ((port >= 1024 && port <= 65000)) \
   || { echo "$me: --port $port: expected a number from 1024 to 65000" >&2; exit 2; }
 case "$engine" in auto|docker|podman) ;; *) echo "$me: --engine $engine: expected auto, docker or podman" >&2; exit 2 ;; esac
@@ -87,6 +91,29 @@ down() {
   rm -rf "$dir/etcd"
 }
 if [[ $command == down ]]; then down; say "down (logs kept in $logs)"; exit 0; fi
+
+# Kills our manager (SIGKILL, no goodbye) and starts it again from the command line `up` recorded,
+# appending to its log; waits until it is ready again.
+restart_manager() {
+  [[ -s $pids/capd-rs-manager.pid && -s $dir/capd-rs-manager.command ]] \
+    || fail "no manager of ours recorded in $dir: start the plane with up first"
+  local pid ready
+  pid=$(cat "$pids/capd-rs-manager.pid")
+  kill -KILL "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "the manager ($pid) survived SIGKILL"
+  say "killed capd-rs-manager ($pid)"
+  ready=$(cat "$dir/capd-rs-manager.ready")
+  # The recorded line is quoted word by word (printf %q).
+  eval "setsid $(cat "$dir/capd-rs-manager.command") >>\"\$logs/capd-rs-manager.log\" 2>&1 < /dev/null &"
+  echo $! > "$pids/capd-rs-manager.pid"
+  for _ in $(seq 900); do
+    curl -fsS -o /dev/null "$ready" 2>/dev/null && { say "capd-rs-manager started again ($(cat "$pids/capd-rs-manager.pid")) and ready"; return 0; }
+    sleep 0.2
+  done
+  fail "capd-rs-manager not ready again in 180s (log: $logs/capd-rs-manager.log)"
+}
+if [[ $command == restart-manager ]]; then restart_manager; exit 0; fi
 
 # --- what the user brings -------------------------------------------------------------------------
 [[ -n $k8s_dir ]] || fail "no Kubernetes server binaries: pass --kubernetes-server DIR, a folder holding kube-apiserver and kube-controller-manager (Kubernetes' release archive kubernetes-server-linux-amd64.tar.gz unpacked, or your own build)"
@@ -366,8 +393,11 @@ flags 2
 start capi-kubeadm-control-plane-manager env POD_NAMESPACE=capi-kubeadm-control-plane-system \
   "${bin[kubeadm-control-plane-manager]}" "${flags[@]}" --feature-gates=ClusterTopology=true
 flags 3
-start capd-rs-manager env POD_NAMESPACE=capd-system "${engine_env[@]}" "$manager" "${flags[@]}" \
-  --feature-gates=ClusterTopology=true,MachinePool=true
+ours=(env POD_NAMESPACE=capd-system "${engine_env[@]}" "$manager" "${flags[@]}"
+  --feature-gates=ClusterTopology=true,MachinePool=true)
+start capd-rs-manager "${ours[@]}"
+printf '%q ' "${ours[@]}" > "$dir/capd-rs-manager.command"
+echo "http://127.0.0.1:$((port + 23))/readyz" > "$dir/capd-rs-manager.ready"
 for pair in capi-manager:0 capi-kubeadm-bootstrap-manager:1 capi-kubeadm-control-plane-manager:2 capd-rs-manager:3; do
   wait_for "${pair%%:*}" 180 "http://127.0.0.1:$((port + 20 + ${pair##*:}))/readyz"
 done
@@ -377,6 +407,7 @@ say "all four managers ready"
   echo "export KUBECONFIG=$kubeconfig"
   echo "export CAPD_E2E_KUBECONFIG=$kubeconfig"
   echo "export CAPD_E2E_CAPI=installed"
+  printf 'export CAPD_E2E_MANAGER_RESTART=%q\n' "bash $(printf %q "$root/hack/real-management.sh") restart-manager --dir $(printf %q "$dir")"
   for e in "${engine_env[@]}"; do echo "export $e"; done
 } > "$dir/env"
 trap - EXIT

@@ -43,6 +43,8 @@ fn help_names_both_commands_and_what_the_user_brings() {
     for word in [
         "up --kubernetes-server DIR --cluster-api DIR",
         "down",
+        "restart-manager",
+        "CAPD_E2E_MANAGER_RESTART",
         "kube-apiserver",
         "kubeadm-control-plane-manager",
         "ClusterTopology=true",
@@ -55,7 +57,7 @@ fn help_names_both_commands_and_what_the_user_brings() {
 fn bad_arguments_are_refused_with_a_reason() {
     let state = tempfile::tempdir().unwrap();
     for (args, says) in [
-        (vec![], "say up or down"),
+        (vec![], "say up, down or restart-manager"),
         (vec!["up", "--frobnicate"], "unknown argument --frobnicate"),
         (vec!["up", "--port", "80"], "--port 80: expected a number"),
         (
@@ -156,4 +158,68 @@ fn down_with_nothing_running_stops_nothing_and_succeeds() {
     let (code, out, err) = run(state.path(), &["down"]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("stopped"), "{out}");
+}
+
+#[test]
+fn restart_manager_without_a_plane_says_so() {
+    let state = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(state.path(), &["restart-manager"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no manager of ours recorded"), "{err}");
+}
+
+/// `restart-manager` kills the recorded process with SIGKILL and starts the recorded command line
+/// again, waiting for its readiness URL: here a `sleep` stands in for the running manager and a
+/// Python HTTP server for the restarted one.
+#[test]
+fn restart_manager_kills_the_recorded_manager_and_starts_its_command_again() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path();
+    std::fs::create_dir_all(dir.join("pids")).unwrap();
+    std::fs::create_dir_all(dir.join("logs")).unwrap();
+    // Started in the background of a shell that exits, as `up` starts the manager: its parent
+    // is then init, which reaps it once killed (a child of this test would stay a zombie).
+    let started = Command::new("sh")
+        .args(["-c", "sleep 600 >/dev/null 2>&1 & echo $!"])
+        .output()
+        .unwrap();
+    let old_pid = String::from_utf8_lossy(&started.stdout).trim().to_string();
+    std::fs::write(dir.join("pids/capd-rs-manager.pid"), &old_pid).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        dir.join("capd-rs-manager.command"),
+        format!("python3 -m http.server {port} --bind 127.0.0.1 "),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("capd-rs-manager.ready"),
+        format!("http://127.0.0.1:{port}/\n"),
+    )
+    .unwrap();
+
+    let (code, out, err) = run(dir, &["restart-manager"]);
+    let new_pid = std::fs::read_to_string(dir.join("pids/capd-rs-manager.pid"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let runs = |pid: &str| {
+        Command::new("kill")
+            .args(["-0", pid])
+            .status()
+            .unwrap()
+            .success()
+    };
+    let (old_runs, new_runs) = (runs(&old_pid), runs(&new_pid));
+    // Leave nothing running, whatever the assertions say.
+    let _ = Command::new("kill").args(["-9", &old_pid]).status();
+    let _ = Command::new("kill").arg(&new_pid).status();
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!old_runs, "the old manager was killed");
+    assert_ne!(new_pid, old_pid, "a new process");
+    assert!(new_runs, "the restarted manager runs");
+    assert!(out.contains("started again"), "{out}");
 }

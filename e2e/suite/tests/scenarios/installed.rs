@@ -169,8 +169,11 @@ async fn installed_pause() {
     env.delete_cluster(&name, DELETION).await;
 }
 
-/// The manager's Pod deleted while machines provision: its Deployment starts another, which
-/// takes over, and the cluster comes up as if nothing happened.
+/// The manager killed while machines provision: on a management cluster its Pod is deleted and
+/// its Deployment starts another; on a plane whose manager is a process
+/// (`hack/real-management.sh`), the command in `CAPD_E2E_MANAGER_RESTART` kills it with SIGKILL
+/// and starts it again. Either way the new manager takes over, and the cluster comes up as if
+/// nothing happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn installed_manager_killed_mid_provisioning() {
     use k8s_openapi::api::core::v1::Pod;
@@ -189,13 +192,23 @@ async fn installed_manager_killed_mid_provisioning() {
         || async { env.get(&infra("DockerCluster"), &name).await },
     )
     .await;
+    if let Ok(restart) = std::env::var("CAPD_E2E_MANAGER_RESTART") {
+        let status = std::process::Command::new("sh")
+            .args(["-c", &restart])
+            .status()
+            .unwrap_or_else(|e| panic!("run CAPD_E2E_MANAGER_RESTART ({restart}): {e}"));
+        assert!(status.success(), "{restart} failed: {status}");
+        comes_up_and_goes(&env, &name, 1, test).await;
+        return;
+    }
     // clusterctl installs the manager as the Deployment capd-controller-manager in capd-system.
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), "capd-system");
     let selector = ListParams::default().labels("control-plane=controller-manager");
     let before = pods.list(&selector).await.expect("list the manager's Pods");
     assert!(
         !before.items.is_empty(),
-        "no manager Pod (control-plane=controller-manager) in capd-system: is the provider installed?"
+        "no manager Pod (control-plane=controller-manager) in capd-system: is the provider \
+         installed? (a manager run as a process needs CAPD_E2E_MANAGER_RESTART)"
     );
     for pod in &before.items {
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
