@@ -49,6 +49,8 @@ pub struct InfrastructureContext {
     mode: Mode,
     failures: Mutex<HashMap<String, u32>>,
     asked: Mutex<HashSet<String>>,
+    /// The resourceVersion each object's last attempt started from.
+    attempted: Mutex<HashMap<String, String>>,
 }
 
 impl InfrastructureContext {
@@ -69,6 +71,7 @@ impl InfrastructureContext {
             mode: Mode::default(),
             failures: Mutex::new(HashMap::new()),
             asked: Mutex::new(HashSet::new()),
+            attempted: Mutex::new(HashMap::new()),
         }
     }
 
@@ -103,15 +106,40 @@ impl InfrastructureContext {
         self.failures().remove(key);
     }
 
-    /// The next reconcile of `key` is an attempt: an admitted event or a retry asked for it.
+    fn attempted(&self) -> MutexGuard<'_, HashMap<String, String>> {
+        self.attempted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next reconcile of `key` is an attempt: a retry asked for it.
     pub(super) fn ask(&self, key: &str) {
         self.asked().insert(key.to_string());
     }
 
-    /// Why this reconcile of `key` runs: an attempt when one was asked for, else the periodic
-    /// drift check.
-    pub(super) fn take_reason(&self, key: &str) -> Reason {
+    /// The next reconcile of `key` is an attempt: an event admitted `key` at `version`, unless
+    /// an attempt already started from that version. Events are admitted in order but an
+    /// attempt reads the latest object: the attempt that an earlier event asked for may have
+    /// seen this event's version already (a create, then the `restore` annotation at once), and
+    /// a second attempt would then run on what the first one left (a `Reconcile` right after the
+    /// `Restore`).
+    pub(super) fn ask_at(&self, key: &str, version: Option<&str>) {
+        if version.is_some() && self.attempted().get(key).map(String::as_str) == version {
+            return;
+        }
+        self.ask(key);
+    }
+
+    /// Why this reconcile of `key`, which reads the object at `version`, runs: an attempt when
+    /// one was asked for, else the periodic drift check.
+    pub(super) fn take_reason(&self, key: &str, version: Option<&str>) -> Reason {
         if self.asked().remove(key) {
+            match version {
+                Some(version) => self
+                    .attempted()
+                    .insert(key.to_string(), version.to_string()),
+                None => self.attempted().remove(key),
+            };
             Reason::Asked
         } else {
             Reason::Resync
@@ -122,6 +150,7 @@ impl InfrastructureContext {
     pub(super) fn forget(&self, key: &str) {
         self.asked().remove(key);
         self.failures().remove(key);
+        self.attempted().remove(key);
     }
 
     /// What follows a successful attempt: nothing until Gardener asks again, or a drift check

@@ -164,13 +164,15 @@ async fn precondition(
         Ok(object) => object,
         Err(error) => return Some(Err(error)),
     };
+    let mut version = None;
     if let Ok(infra) = &object.0 {
         let namespace = infra.namespace().unwrap_or_default();
         if !shoot_not_failed(&ctx.client, &namespace).await {
             return None;
         }
+        version = infra.resource_version();
     }
-    ctx.ask(&key_of(&object));
+    ctx.ask_at(&key_of(&object), version.as_deref());
     Some(Ok(object))
 }
 
@@ -231,7 +233,7 @@ async fn reconcile(
         infra.namespace().unwrap_or_default(),
         infra.name_any()
     );
-    let reason = ctx.take_reason(&key);
+    let reason = ctx.take_reason(&key, infra.resource_version().as_deref());
     if reason == Reason::Resync && ctx.mode() == Mode::RespectOperationAnnotation {
         // Only Gardener starts attempts; the event that scheduled this run was seen by the run
         // before it.
